@@ -1,0 +1,3 @@
+from kernelskill.cli import main
+
+main()

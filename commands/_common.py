@@ -1,0 +1,88 @@
+"""Options and rendering shared by every CLI command.
+
+Every command takes ``--home PATH`` and ``--json``; library errors (:class:`KernelskillError`)
+become one line on stderr and a non-zero exit, never a traceback.
+"""
+
+from __future__ import annotations
+
+import functools
+import json
+import logging
+import sys
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import click
+from kernelskill.errors import KernelskillError
+
+
+@dataclass
+class Ctx:
+    home: Path | None
+    json: bool
+    verbose: int = 0
+
+    def settings(self, **overrides: Any):  # -> Settings (imported lazily for start-up speed)
+        from kernelskill.config import load_settings
+
+        return load_settings(home=self.home, overrides=overrides or None)
+
+
+def _to_jsonable(data: Any) -> Any:
+    if hasattr(data, "model_dump"):
+        return data.model_dump(mode="json")
+    if isinstance(data, list):
+        return [_to_jsonable(d) for d in data]
+    if isinstance(data, dict):
+        return {k: _to_jsonable(v) for k, v in data.items()}
+    if isinstance(data, Path):
+        return str(data)
+    return data
+
+
+def emit(ctx: Ctx, data: Any, render: Callable[[Any], None] | None = None) -> None:
+    """Print ``data`` as JSON (``--json``) or through ``render`` (rich)."""
+    if ctx.json or render is None:
+        click.echo(json.dumps(_to_jsonable(data), indent=2, sort_keys=False, default=str))
+    else:
+        render(data)
+
+
+def console():
+    from rich.console import Console
+
+    return Console()
+
+
+def common_options(fn: Callable[..., Any]) -> Callable[..., Any]:
+    """Add ``--home`` and ``--json`` to a command and pass a :class:`Ctx` as ``ctx``."""
+
+    @click.option("--home", type=click.Path(path_type=Path), default=None,
+                  help="kernelskill home folder (default $KERNELSKILL_HOME or ~/.kernelskill).")
+    @click.option("--json", "as_json", is_flag=True, default=False, help="Print JSON instead of tables.")
+    @click.option("-v", "--verbose", count=True, help="More logging on stderr (-vv for debug).")
+    @click.pass_context
+    @functools.wraps(fn)
+    def wrapper(click_ctx: click.Context, *args: Any, home: Path | None, as_json: bool, verbose: int,
+                **kwargs: Any) -> Any:
+        parent = click_ctx.find_object(Ctx)
+        ctx = Ctx(home=home or (parent.home if parent else None),
+                  json=as_json or bool(parent and parent.json),
+                  verbose=max(verbose, parent.verbose if parent else 0))
+        _setup_logging(ctx.verbose)
+        try:
+            return fn(ctx, *args, **kwargs)
+        except KernelskillError as exc:
+            click.echo(f"error: {exc}", err=True)
+            sys.exit(exc.exit_code)
+
+    return wrapper
+
+
+def _setup_logging(verbose: int) -> None:
+    level = logging.WARNING if verbose == 0 else logging.INFO if verbose == 1 else logging.DEBUG
+    logging.basicConfig(level=level, format="%(levelname)s %(name)s: %(message)s", stream=sys.stderr)
+    logging.getLogger().setLevel(level)

