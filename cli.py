@@ -10,6 +10,7 @@ import importlib
 from pathlib import Path
 
 import click
+
 from kernelskill import __version__
 from kernelskill.commands._common import Ctx
 

@@ -14,8 +14,9 @@ import tomllib
 from pathlib import Path
 from typing import Any
 
-from kernelskill.errors import KernelskillError
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+from kernelskill.errors import KernelskillError
 
 log = logging.getLogger(__name__)
 

@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 import click
+
 from kernelskill.errors import KernelskillError
 
 
