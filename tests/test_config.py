@@ -1,6 +1,7 @@
 from pathlib import Path
 
 import pytest
+
 from kernelskill.config import load_settings
 from kernelskill.errors import KernelskillError
 
