@@ -1,0 +1,225 @@
+"""The agent roles: each is a template (``prompts/<role>.j2``), an output parser and a validator.
+
+Code roles (generator, repairer, optimizer) answer with a Python file; the parser finds the fenced
+block that defines ``ModelNew`` (with or without a language tag, several blocks, a fence left open)
+and the validator parses it with ``ast``. JSON roles (diagnoser, planner, reviewer) answer with one
+object checked against a schema. An unusable answer is asked again once with the reason; every
+request goes through :class:`~kernelskill.pipeline.llm.LLMClient` under a step id, so a resumed run
+never asks twice.
+"""
+
+from __future__ import annotations
+
+import ast
+import json
+import re
+from functools import lru_cache
+from pathlib import Path
+from typing import Any
+
+import jinja2
+from pydantic import BaseModel
+
+from kernelskill.pipeline.llm import LLMClient, parse_json_answer
+
+PROMPTS_DIR = Path(__file__).resolve().parent.parent / "prompts"
+ROLES = ("generator", "reviewer", "diagnoser", "repairer", "planner", "optimizer")
+
+_FENCE = re.compile(r"^[ \t]*```[ \t]*([A-Za-z0-9_+.-]*)[^\n]*\n(.*?)(?:^[ \t]*```[ \t]*$|\Z)", re.S | re.M)
+_MODELNEW = re.compile(r"^\s*class\s+ModelNew\b", re.M)
+
+DIAGNOSIS_SCHEMA: dict[str, Any] = {
+    "type": "object", "required": ["root_cause", "fix"],
+    "properties": {"error_class": {"type": "string"}, "root_cause": {"type": "string", "minLength": 1},
+                   "fix": {"type": "string", "minLength": 1}}}
+PLAN_SCHEMA: dict[str, Any] = {
+    "type": "object", "required": ["method", "plan"],
+    "properties": {"method": {"type": "string", "minLength": 1}, "rationale": {"type": "string"},
+                   "plan": {"type": "string", "minLength": 1}}}
+REVIEW_SCHEMA: dict[str, Any] = {
+    "type": "object", "required": ["accept", "reason"],
+    "properties": {"accept": {"type": "boolean"}, "reason": {"type": "string"}}}
+
+
+@lru_cache(maxsize=4)
+def environment(prompts_dir: Path = PROMPTS_DIR) -> jinja2.Environment:
+    return jinja2.Environment(loader=jinja2.FileSystemLoader(str(prompts_dir)), undefined=jinja2.StrictUndefined,
+                              keep_trailing_newline=True, autoescape=False)
+
+
+def render(template: str, **context: Any) -> str:
+    return environment().get_template(template).render(**context)
+
+
+def messages_for(role: str, **context: Any) -> list[dict[str, str]]:
+    return [{"role": "system", "content": render("partials/system.j2", role=role).strip()},
+            {"role": "user", "content": render(f"{role}.j2", **context).strip() + "\n"}]
+
+
+# Code answers -----------------------------------------------------------------------------------
+def extract_code(text: str) -> tuple[str | None, str]:
+    """(code, "") for the block that defines ModelNew, else (None, reason)."""
+    blocks = [(lang.lower(), body) for lang, body in _FENCE.findall(text)]
+    code: str | None = None
+    with_model = [body for lang, body in blocks if _MODELNEW.search(body) and lang in ("", "python", "py",
+                                                                                       "python3")]
+    with_model = with_model or [body for _, body in blocks if _MODELNEW.search(body)]
+    if with_model:
+        code = with_model[-1]
+    elif not blocks and _MODELNEW.search(text):
+        lines = text.splitlines()
+        first = next((i for i, line in enumerate(lines)
+                      if re.match(r"\s*(import |from |class |#|@|def )", line)), 0)
+        code = "\n".join(lines[first:])
+    if code is None:
+        return None, ("no code block defines class ModelNew" if blocks or text.strip()
+                      else "the answer was empty")
+    code = code.strip("\n") + "\n"
+    try:
+        tree = ast.parse(code)
+    except SyntaxError as exc:
+        return None, f"the code does not parse: line {exc.lineno}: {exc.msg}"
+    if not any(isinstance(n, ast.ClassDef) and n.name == "ModelNew" for n in tree.body):
+        return None, "ModelNew must be a top-level class"
+    return code, ""
+
+
+class CodeAnswer(BaseModel):
+    code: str | None
+    reason: str = ""
+    asks: int = 1
+
+
+class Diagnosis(BaseModel):
+    error_class: str
+    root_cause: str
+    fix: str
+    fallback: bool = False
+
+
+class PlanDecision(BaseModel):
+    method: str
+    plan: str
+    rationale: str = ""
+    asks: int = 1
+    fallback: bool = False  # the planner never named a permitted method: the top one was used
+    rejections: list[str] = []
+
+
+class ReviewDecision(BaseModel):
+    accept: bool
+    reason: str
+    by: str = "reviewer"  # reviewer | rule
+
+
+class Agents:
+    """The six loop roles over one LLM client."""
+
+    def __init__(self, llm: LLMClient, gpu: dict[str, Any] | None = None) -> None:
+        self.llm = llm
+        self.gpu = gpu or {"name": "NVIDIA H200", "arch": "sm_90", "notes": ""}
+
+    def _ask(self, role: str, messages: list[dict[str, str]], step: str, round_: int | None) -> str:
+        return self.llm.chat(role, messages, step=step, round_=round_).text
+
+    def _code(self, role: str, step: str, round_: int | None, **context: Any) -> CodeAnswer:
+        messages = messages_for(role, gpu=self.gpu, **context)
+        text = self._ask(role, messages, f"{step}.1", round_)
+        code, reason = extract_code(text)
+        if code is not None:
+            return CodeAnswer(code=code)
+        messages = messages + [{"role": "assistant", "content": text}, {"role": "user", "content": (
+            f"That answer could not be used: {reason}. Return the whole file in one ```python block "
+            "that defines class ModelNew.")}]
+        code, reason2 = extract_code(self._ask(role, messages, f"{step}.2", round_))
+        return CodeAnswer(code=code, reason="" if code else reason2, asks=2)
+
+    def _json(self, role: str, schema: dict[str, Any], step: str, round_: int | None,
+              **context: Any) -> tuple[dict[str, Any] | None, str]:
+        messages = messages_for(role, gpu=self.gpu, **context)
+        text = self._ask(role, messages, f"{step}.1", round_)
+        value, reason = parse_json_answer(text, schema)
+        if value is not None:
+            return value, ""
+        messages = messages + [{"role": "assistant", "content": text}, {"role": "user", "content": (
+            f"That answer could not be used: {reason}. Reply with one JSON object matching "
+            f"{json.dumps(schema)}")}]
+        return parse_json_answer(self._ask(role, messages, f"{step}.2", round_), schema)
+
+    # roles ------------------------------------------------------------------------------------
+    def generate(self, *, step: str, round_: int, task_source: str, memory: dict[str, Any]) -> CodeAnswer:
+        return self._code("generator", step, round_, task_source=task_source, memory=memory)
+
+    def diagnose(self, *, step: str, round_: int, task_source: str, kernel_source: str,
+                 failure: dict[str, Any], memory: dict[str, Any]) -> Diagnosis:
+        value, reason = self._json("diagnoser", DIAGNOSIS_SCHEMA, step, round_, task_source=task_source,
+                                   kernel_source=kernel_source, failure=failure, memory=memory)
+        if value is None:
+            return Diagnosis(error_class=failure["status"], fallback=True,
+                             root_cause=f"(no usable diagnosis: {reason}) {failure.get('message', '')}",
+                             fix="make the code build and match the reference")
+        return Diagnosis(error_class=str(value.get("error_class") or failure["status"]),
+                         root_cause=value["root_cause"], fix=value["fix"])
+
+    def repair(self, *, step: str, round_: int, task_source: str, kernel_source: str,
+               failure: dict[str, Any], diagnosis: Diagnosis, memory: dict[str, Any]) -> CodeAnswer:
+        return self._code("repairer", step, round_, task_source=task_source, kernel_source=kernel_source,
+                          failure=failure, diagnosis=diagnosis.model_dump(), memory=memory)
+
+    def plan(self, *, step: str, round_: int, task_source: str, kernel_source: str, parent_speedup: float,
+             query: dict[str, Any], permitted: list[dict[str, Any]], filtered: dict[str, str],
+             memory: dict[str, Any], reasks: int = 1) -> PlanDecision:
+        """The planner must name a permitted method: re-asked ``reasks`` times with the reason,
+        then the top permitted method is used and that is recorded (``fallback``)."""
+        ids = [m["id"] for m in permitted]
+        rejection = ""
+        rejections: list[str] = []
+        for ask in range(1, reasks + 2):
+            messages = messages_for("planner", gpu=self.gpu, task_source=task_source,
+                                    kernel_source=kernel_source, parent_speedup=parent_speedup, query=query,
+                                    permitted=permitted, filtered=filtered,
+                                    forbidden=query.get("forbidden", []), memory=memory, rejection=rejection)
+            value, reason = parse_json_answer(self._ask("planner", messages, f"{step}.{ask}", round_),
+                                              PLAN_SCHEMA)
+            if value is not None and value["method"] in ids:
+                return PlanDecision(method=value["method"], plan=value["plan"],
+                                    rationale=value.get("rationale", ""), asks=ask, rejections=rejections)
+            if value is not None:
+                why = filtered.get(value["method"])
+                reason = (f"`{value['method']}` was not offered again: it already failed on this parent "
+                          f"({why})" if why else f"`{value['method']}` is not in the permitted list")
+                reason += f"; choose one of: {', '.join(ids)}"
+            rejection = reason
+            rejections.append(reason)
+        top = permitted[0]
+        return PlanDecision(method=top["id"], asks=reasks + 1, fallback=True, rejections=rejections,
+                            plan=top.get("guidance") or f"apply {top['id']} to the dominant kernel",
+                            rationale="the planner named no permitted method; the top permitted one is used")
+
+    def optimize(self, *, step: str, round_: int, task_source: str, kernel_source: str,
+                 method: dict[str, Any], plan: PlanDecision, memory: dict[str, Any]) -> CodeAnswer:
+        return self._code("optimizer", step, round_, task_source=task_source, kernel_source=kernel_source,
+                          method=method, plan=plan.model_dump(), memory=memory)
+
+    def review(self, *, step: str, round_: int, task_source: str, candidate: dict[str, Any],
+               result: dict[str, Any], parent: dict[str, Any] | None, memory: dict[str, Any]) -> ReviewDecision:
+        """Whether a candidate becomes the new parent, decided from the harness's evidence.
+
+        The reviewer is only consulted for a correct candidate that has a parent to beat; its verdict
+        is checked against the numbers: it can never accept a slower candidate. Without a usable
+        answer the rule decides (faster than the parent)."""
+        if not result.get("correct"):
+            return ReviewDecision(accept=False, by="rule", reason=f"harness: {result.get('status')}")
+        if parent is None:
+            return ReviewDecision(accept=True, by="rule", reason="the first correct candidate")
+        speed, parent_speed = result.get("speedup") or 0.0, parent["result"].get("speedup") or 0.0
+        value, reason = self._json("reviewer", REVIEW_SCHEMA, step, round_, task_source=task_source,
+                                   candidate=candidate, result=result, parent=parent, memory=memory)
+        if value is None:
+            faster = speed > parent_speed
+            return ReviewDecision(accept=faster, by="rule", reason=(
+                f"no usable review ({reason}); {speed:.3f}x vs parent {parent_speed:.3f}x"))
+        if value["accept"] and speed <= parent_speed:
+            return ReviewDecision(accept=False, by="rule", reason=(
+                f"the reviewer accepted, but the harness measured {speed:.3f}x <= parent {parent_speed:.3f}x"))
+        return ReviewDecision(accept=bool(value["accept"]), reason=value["reason"])

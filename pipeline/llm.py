@@ -1,0 +1,337 @@
+"""The LLM client: any OpenAI-compatible endpoint through the ``openai`` package.
+
+- bounded retries with exponential backoff on 429, 5xx, timeouts and broken responses;
+- token and cost accounting per call (USD per million tokens from ``settings.llm.prices[model]``);
+- every call is appended to the run's event log (``kind: llm``, ``type: llm_call``) with its
+  messages, answer, usage, cost and latency;
+- a call made for a ``step`` that the log already answers is served from the log, never re-requested
+  (this is how ``--resume`` avoids paying twice);
+- ``provider = "replay"`` answers every step from another recorded run (``base_url`` names that run's
+  folder), so a trajectory can be re-run at no cost.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import re
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from pydantic import BaseModel, Field
+
+from kernelskill.config import LLMSettings
+from kernelskill.errors import KernelskillError
+from kernelskill.pipeline.runs import EVENTS, EventLog
+
+log = logging.getLogger(__name__)
+
+STEP_HEADER = "X-Kernelskill-Step"
+ROLE_HEADER = "X-Kernelskill-Role"
+MAX_BACKOFF_S = 30.0
+
+
+class LLMError(KernelskillError):
+    """The endpoint failed for good (after retries) or answered something unusable."""
+
+
+class Usage(BaseModel):
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+    total_tokens: int = 0
+
+
+class LLMResponse(BaseModel):
+    text: str
+    usage: Usage = Field(default_factory=Usage)
+    cost_usd: float = 0.0
+    latency_s: float = 0.0
+    request_id: str | None = None
+    attempts: int = 1
+    provider: str = "openai"
+    from_log: bool = False  # served from the run's own log (resume) instead of a request
+
+
+class Totals(BaseModel):
+    calls: int = 0
+    requests: int = 0
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+    cost_usd: float = 0.0
+
+
+def cost_of(settings: LLMSettings, model: str, usage: Usage) -> float:
+    price = settings.prices.get(model)
+    if price is None:
+        return 0.0
+    return round((usage.prompt_tokens * price.input + usage.completion_tokens * price.output) / 1e6, 8)
+
+
+class LLMClient:
+    def __init__(self, settings: LLMSettings, *, log_: EventLog | None = None,
+                 replay_from: EventLog | None = None) -> None:
+        self.settings = settings
+        self.log = log_
+        self.provider = settings.provider
+        self.replay_from = replay_from
+        self.totals = Totals()
+        self._client: Any = None
+        self._auto_step = 0
+        #: called with the step id before a request that the log cannot answer (the loop's stop points)
+        self.before_request: Callable[[str], None] | None = None
+        if self.provider == "replay" and replay_from is None:
+            raise KernelskillError("llm.provider replay: llm.base_url must name the recorded run folder")
+        if self.provider not in ("openai", "replay"):
+            raise KernelskillError(f"llm.provider: {self.provider!r} is not available here "
+                                   "(choose openai or replay)")
+
+    @classmethod
+    def from_settings(cls, settings: LLMSettings, run_dir: Path | None = None) -> LLMClient:
+        event_log = EventLog(Path(run_dir) / EVENTS) if run_dir is not None else None
+        replay = None
+        if settings.provider == "replay":
+            if not settings.base_url:
+                raise KernelskillError("llm.base_url: the replay provider needs the recorded run folder")
+            source = Path(settings.base_url).expanduser()
+            if not (source / EVENTS).is_file():
+                raise KernelskillError(f"llm.base_url: {source} holds no {EVENTS} to replay")
+            replay = EventLog(source / EVENTS)
+        return cls(settings, log_=event_log, replay_from=replay)
+
+    # The openai client ----------------------------------------------------------------------
+    def _openai(self) -> Any:
+        if self._client is None:
+            from openai import OpenAI
+
+            key = self.settings.resolved_api_key()
+            if not key:
+                raise KernelskillError(f"llm: no API key (set {self.settings.api_key_env} or "
+                                       "KERNELSKILL_LLM_API_KEY; any value for a local server)")
+            self._client = OpenAI(api_key=key, base_url=self.settings.base_url,
+                                  timeout=self.settings.timeout_s, max_retries=0)
+        return self._client
+
+    def check_endpoint(self, timeout_s: float = 5.0) -> None:
+        """One cheap request (models.list) so a bad endpoint fails before any work starts."""
+        if self.provider == "replay":
+            return
+        import openai
+
+        where = self.settings.base_url or "https://api.openai.com/v1"
+        try:
+            self._openai().with_options(timeout=timeout_s, max_retries=0).models.list()
+        except openai.AuthenticationError as exc:
+            raise KernelskillError(f"llm: {where}: the API key was rejected ({exc.status_code})") from exc
+        except (openai.APIConnectionError, openai.APITimeoutError) as exc:
+            raise KernelskillError(f"llm: cannot reach {where}: {_reason(exc)}") from exc
+        except openai.APIStatusError as exc:
+            if exc.status_code == 404:  # some servers have no /models; the endpoint still answers
+                return
+            raise KernelskillError(f"llm: {where}: models.list answered {exc.status_code}") from exc
+
+    # Chat ------------------------------------------------------------------------------------
+    def chat(self, role: str, messages: list[dict[str, str]], *, step: str | None = None,
+             round_: int | None = None, **kw: Any) -> LLMResponse:
+        if step is None:
+            self._auto_step += 1
+            step = f"call.{role}.{self._auto_step}"
+        recorded = self.log.find(step, "llm_call") if self.log is not None else None
+        if recorded is not None:
+            self.totals.calls += 1
+            return _response_from_event(recorded, from_log=True)
+        if self.before_request is not None:
+            self.before_request(step)
+        if self.provider == "replay":
+            response = self._replay(step)
+        else:
+            response = self._request(role, messages, step, **kw)
+        self.totals.calls += 1
+        self.totals.prompt_tokens += response.usage.prompt_tokens
+        self.totals.completion_tokens += response.usage.completion_tokens
+        self.totals.cost_usd += response.cost_usd
+        if self.log is not None:
+            self.log.append("llm", "llm_call", {
+                "role": role, "model": self.settings.model, "provider": response.provider,
+                "messages": messages, "text": response.text, "usage": response.usage.model_dump(),
+                "cost_usd": response.cost_usd, "latency_s": response.latency_s,
+                "request_id": response.request_id, "attempts": response.attempts,
+            }, step=step, round_=round_)
+        return response
+
+    def _replay(self, step: str) -> LLMResponse:
+        assert self.replay_from is not None
+        event = self.replay_from.find(step, "llm_call")
+        if event is None:
+            raise LLMError(f"replay: {self.replay_from.path}: no recorded answer for step {step}")
+        response = _response_from_event(event, from_log=False)
+        return response.model_copy(update={"provider": "replay", "cost_usd": 0.0, "latency_s": 0.0})
+
+    def _request(self, role: str, messages: list[dict[str, str]], step: str, **kw: Any) -> LLMResponse:
+        import openai
+
+        client = self._openai()
+        retries = max(0, self.settings.max_retries)
+        faults: list[str] = []
+        for attempt in range(retries + 1):
+            self.totals.requests += 1
+            start = time.monotonic()
+            try:
+                completion = client.chat.completions.create(
+                    model=kw.get("model", self.settings.model), messages=messages,
+                    temperature=kw.get("temperature", self.settings.temperature),
+                    max_tokens=kw.get("max_tokens", self.settings.max_tokens),
+                    extra_headers={STEP_HEADER: step, ROLE_HEADER: role})
+            except (openai.RateLimitError, openai.InternalServerError, openai.APITimeoutError,
+                    openai.APIConnectionError, openai.APIResponseValidationError,
+                    json.JSONDecodeError) as exc:  # a broken body (a proxy's error page) is transient too
+                faults.append(_reason(exc))
+                if attempt == retries:
+                    raise LLMError(f"llm: {role} ({step}): gave up after {attempt + 1} attempts: "
+                                   f"{'; '.join(faults)}") from exc
+                delay = _retry_after(exc) or self.settings.backoff_s * (2 ** attempt)
+                log.warning("llm %s %s: %s; retry %d/%d in %.2fs", role, step, faults[-1], attempt + 1,
+                            retries, delay)
+                time.sleep(min(delay, MAX_BACKOFF_S))
+                continue
+            except openai.APIStatusError as exc:
+                if exc.status_code >= 500:  # some 5xx map to the base class
+                    faults.append(_reason(exc))
+                    if attempt < retries:
+                        time.sleep(min(self.settings.backoff_s * (2 ** attempt), MAX_BACKOFF_S))
+                        continue
+                raise LLMError(f"llm: {role} ({step}): {_reason(exc)}") from exc
+            latency = time.monotonic() - start
+            text = ""
+            if getattr(completion, "choices", None):
+                text = completion.choices[0].message.content or ""
+            usage = Usage()
+            if getattr(completion, "usage", None) is not None:
+                u = completion.usage
+                usage = Usage(prompt_tokens=u.prompt_tokens or 0, completion_tokens=u.completion_tokens or 0,
+                              total_tokens=u.total_tokens or 0)
+            model = getattr(completion, "model", None) or self.settings.model
+            cost = cost_of(self.settings, self.settings.model, usage) or cost_of(self.settings, model, usage)
+            return LLMResponse(text=text, usage=usage, cost_usd=cost, latency_s=round(latency, 4),
+                               request_id=getattr(completion, "id", None), attempts=attempt + 1,
+                               provider=self.provider)
+        raise AssertionError("unreachable")  # pragma: no cover
+
+    # JSON answers ----------------------------------------------------------------------------
+    def complete_json(self, role: str, prompt: str, schema: dict[str, Any], *, step: str | None = None,
+                      system: str | None = None, round_: int | None = None) -> dict[str, Any]:
+        """Ask for a JSON object matching ``schema``; one re-ask with the reason when it does not."""
+        if step is None:
+            self._auto_step += 1
+            step = f"json.{role}.{self._auto_step}"
+        messages = ([{"role": "system", "content": system}] if system else []) + [
+            {"role": "user", "content": prompt}]
+        reason = ""
+        for attempt in (1, 2):
+            text = self.chat(role, messages, step=step if attempt == 1 else f"{step}.retry",
+                             round_=round_).text
+            value, reason = parse_json_answer(text, schema)
+            if value is not None:
+                return value
+            messages = messages + [{"role": "assistant", "content": text}, {"role": "user", "content": (
+                f"That answer was not usable: {reason}. Reply with one JSON object only, matching "
+                f"this JSON schema:\n{json.dumps(schema)}")}]
+        raise LLMError(f"llm: {role} ({step}): no valid JSON after a retry: {reason}")
+
+
+# Helpers ---------------------------------------------------------------------------------------
+def _response_from_event(event: dict[str, Any], *, from_log: bool) -> LLMResponse:
+    data = event["data"]
+    return LLMResponse(text=data.get("text", ""), usage=Usage(**data.get("usage", {})),
+                       cost_usd=data.get("cost_usd", 0.0), latency_s=data.get("latency_s", 0.0),
+                       request_id=data.get("request_id"), attempts=data.get("attempts", 1),
+                       provider=data.get("provider", "openai"), from_log=from_log)
+
+
+def _reason(exc: Exception) -> str:
+    status = getattr(exc, "status_code", None)
+    name = type(exc).__name__
+    text = str(exc).splitlines()[0][:200] if str(exc) else name
+    return f"{status} {name}" if status else f"{name}: {text}"
+
+
+def _retry_after(exc: Exception) -> float | None:
+    response = getattr(exc, "response", None)
+    headers = getattr(response, "headers", None)
+    if not headers:
+        return None
+    value = headers.get("retry-after")
+    try:
+        return float(value) if value is not None else None
+    except ValueError:
+        return None
+
+
+_FENCE = re.compile(r"```(?:json)?\s*\n(.*?)```", re.S)
+
+
+def parse_json_answer(text: str, schema: dict[str, Any]) -> tuple[dict[str, Any] | None, str]:
+    """(value, "") when ``text`` holds a JSON object valid under ``schema``, else (None, reason)."""
+    candidates = [m.group(1) for m in _FENCE.finditer(text)]
+    start, end = text.find("{"), text.rfind("}")
+    if start != -1 and end > start:
+        candidates.append(text[start:end + 1])
+    if not candidates:
+        return None, "no JSON object found"
+    reason = "no JSON object found"
+    for chunk in candidates:
+        try:
+            value = json.loads(chunk)
+        except json.JSONDecodeError as exc:
+            reason = f"invalid JSON ({exc.msg} at line {exc.lineno})"
+            continue
+        if not isinstance(value, dict):
+            reason = "the JSON is not an object"
+            continue
+        errors = validate_schema(value, schema)
+        if not errors:
+            return value, ""
+        reason = "; ".join(errors[:3])
+    return None, reason
+
+
+_TYPES: dict[str, tuple[type, ...]] = {"object": (dict,), "array": (list,), "string": (str,),
+                                       "integer": (int,), "number": (int, float), "boolean": (bool,),
+                                       "null": (type(None),)}
+
+
+def validate_schema(value: Any, schema: dict[str, Any], path: str = "$") -> list[str]:
+    """The subset of JSON Schema the roles use: type, enum, required, properties,
+    additionalProperties, items, minLength, minimum, maximum."""
+    errors: list[str] = []
+    expected = schema.get("type")
+    if expected:
+        names = expected if isinstance(expected, list) else [expected]
+        ok = any(isinstance(value, _TYPES[n]) and not (n in ("integer", "number") and isinstance(value, bool))
+                 for n in names)
+        if not ok:
+            return [f"{path}: expected {'/'.join(names)}, got {type(value).__name__}"]
+    if "enum" in schema and value not in schema["enum"]:
+        errors.append(f"{path}: {value!r} is not one of {schema['enum']}")
+    if isinstance(value, str) and len(value) < schema.get("minLength", 0):
+        errors.append(f"{path}: shorter than {schema['minLength']} characters")
+    if isinstance(value, int | float) and not isinstance(value, bool):
+        if "minimum" in schema and value < schema["minimum"]:
+            errors.append(f"{path}: {value} < {schema['minimum']}")
+        if "maximum" in schema and value > schema["maximum"]:
+            errors.append(f"{path}: {value} > {schema['maximum']}")
+    if isinstance(value, dict):
+        props = schema.get("properties", {})
+        for key in schema.get("required", []):
+            if key not in value:
+                errors.append(f"{path}: missing required field {key!r}")
+        for key, sub in value.items():
+            if key in props:
+                errors.extend(validate_schema(sub, props[key], f"{path}.{key}"))
+            elif schema.get("additionalProperties") is False:
+                errors.append(f"{path}: unexpected field {key!r}")
+    if isinstance(value, list) and "items" in schema:
+        for i, item in enumerate(value):
+            errors.extend(validate_schema(item, schema["items"], f"{path}[{i}]"))
+    return errors

@@ -1,0 +1,508 @@
+"""The optimize loop: seed -> evaluate -> rounds of repair or (profile -> query -> plan -> optimize)
+-> evaluate -> ... -> re-verify the best on fresh seeds -> best.py, trajectory.json, report.md.
+
+Resumable by construction: the loop is a deterministic walk whose every step has a fixed id
+(``r03.plan.1``, ``r03.eval``, ``profile.r02.optimize``; letters, digits, ``.``, ``_``, ``-`` only). Before a step runs, the run's event log is
+asked for it; a recorded step is read back, never executed again (an LLM answer is never re-requested,
+a GPU evaluation never re-run). A resumed run therefore walks the same path, rebuilding its memory,
+until it reaches the first step that is not in the log.
+
+Step kinds: ``llm`` (requests to the LLM), ``kb`` (knowledge-base queries; the LLM side of a split
+run), ``gpu`` (evaluate and profile; the GPU side) and ``loop`` (decisions recorded for analysis).
+``LoopOptions.stop_before`` ({"gpu"}, {"llm"}) makes the loop stop cleanly before the first
+unrecorded step of that side (:class:`Paused`), so the run folder can move to the other machine.
+
+The GPU and the knowledge base sit behind two small protocols, :class:`Evaluator` and
+:class:`Retriever`; :class:`HarnessEvaluator` and :class:`KBRetriever` are the real ones.
+"""
+
+from __future__ import annotations
+
+import ast
+import json
+import logging
+import statistics
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any, Protocol
+
+from pydantic import BaseModel, Field
+
+from kernelskill.errors import KernelskillError
+from kernelskill.pipeline.agents import Agents, PlanDecision
+from kernelskill.pipeline.llm import LLMClient
+from kernelskill.pipeline.memory import Attempt, Memory, Repair, diff_summary
+from kernelskill.pipeline.runs import SIDE, Run, markdown_report
+
+log = logging.getLogger(__name__)
+
+PARENT_RULES = ("best", "latest_improving")
+FAILURE_CLASSES = ("compile_error", "runtime_error", "illegal_memory_access", "timeout", "oom", "wrong_shape",
+                   "mismatch", "nondeterministic", "cheat")
+
+
+class Paused(KernelskillError):
+    """The loop stopped before a step of a side it was told not to run."""
+
+    exit_code = 3
+
+    def __init__(self, step: str, side: str) -> None:
+        super().__init__(f"paused before {side} step {step}")
+        self.step, self.side = step, side
+
+
+class LoopOptions(BaseModel):
+    rounds: int = Field(default=15, ge=0)
+    parent_rule: str = "best"  # best: the fastest accepted candidate; latest_improving: the latest accepted
+    reask_planner: int = Field(default=1, ge=0)
+    max_repairs: int = Field(default=3, ge=0)  # consecutive repairs of one failure chain
+    verify_seed: int = 20261202  # the fresh seed of the final re-verification
+    verify_candidates: int = 3  # how many of the best to try when the best fails re-verification
+    stop_before: list[str] = Field(default_factory=list)  # "gpu" and/or "llm"
+
+
+# Seams -----------------------------------------------------------------------------------------
+class Evaluator(Protocol):
+    """The GPU side. Results are JSON dicts (EvalResult.to_dict(), ProfileResult.to_dict())."""
+
+    def check(self) -> None: ...
+
+    def evaluate(self, task: Path, candidate: Path, *, seed: int | None = None) -> dict[str, Any]: ...
+
+    def profile(self, task: Path, candidate: Path) -> dict[str, Any]: ...
+
+
+class Retriever(Protocol):
+    """The KB side: ``kernelskill.query`` as a JSON dict (QueryResult.model_dump(mode="json"))."""
+
+    def query(self, kernel: Path, *, task: Path, profile: Path | None) -> dict[str, Any]: ...
+
+
+class HarnessEvaluator:
+    """``kernelskill.pipeline.harness.evaluate`` / ``profile`` on this machine's GPU(s)."""
+
+    def __init__(self, harness_settings: Any = None) -> None:
+        self.settings = harness_settings
+
+    def check(self) -> None:
+        try:
+            import torch
+        except ImportError as exc:  # pragma: no cover
+            raise KernelskillError("evaluator: torch is not installed") from exc
+        if not torch.cuda.is_available():
+            raise KernelskillError("evaluator: no CUDA device is visible (the harness needs a GPU; "
+                                   "run the GPU steps on a GPU machine)")
+
+    def _config(self, seed: int | None = None) -> Any:
+        import dataclasses
+
+        from kernelskill.pipeline import harness
+
+        cls = getattr(harness, "EvalConfig", None)
+        if cls is None:
+            return None
+        values = self.settings.model_dump() if hasattr(self.settings, "model_dump") else {}
+        if seed is not None:
+            values["seed"] = seed
+        names = {f.name for f in dataclasses.fields(cls)} if dataclasses.is_dataclass(cls) else set(values)
+        return cls(**{k: v for k, v in values.items() if k in names})
+
+    def evaluate(self, task: Path, candidate: Path, *, seed: int | None = None) -> dict[str, Any]:
+        from kernelskill.pipeline import harness
+
+        result = harness.evaluate(task, candidate, self._config(seed))
+        return result.to_dict() if hasattr(result, "to_dict") else dict(result)
+
+    def profile(self, task: Path, candidate: Path) -> dict[str, Any]:
+        from kernelskill.pipeline import harness
+
+        result = harness.profile(task, candidate, self._config())
+        return result.to_dict() if hasattr(result, "to_dict") else dict(result)
+
+
+class KBRetriever:
+    def __init__(self, settings: Any = None) -> None:
+        self.settings = settings
+
+    def query(self, kernel: Path, *, task: Path, profile: Path | None) -> dict[str, Any]:
+        import kernelskill
+
+        result = kernelskill.query(kernel, task=task, profile=profile, settings=self.settings)
+        return result.model_dump(mode="json") if hasattr(result, "model_dump") else dict(result)
+
+
+# Normalised views of what the seams return ---------------------------------------------------------
+def eval_view(raw: dict[str, Any]) -> dict[str, Any]:
+    """The fields the loop, the prompts and the report rely on, whatever else the harness adds."""
+    status = str(raw.get("status") or "runtime_error")
+    correct = bool(raw.get("correct", status == "ok")) and status == "ok"
+    speed = raw.get("speedup")
+    return {"status": status, "correct": correct,
+            "speedup": float(speed) if isinstance(speed, int | float) and correct else None,
+            "candidate_ms": raw.get("candidate_ms"), "baseline_ms": raw.get("baseline_ms"),
+            "candidate_iqr_ms": raw.get("candidate_iqr_ms"), "baseline_iqr_ms": raw.get("baseline_iqr_ms"),
+            "message": str(raw.get("message") or "")[:2000], "build_log": str(raw.get("build_log") or "")[-4000:]}
+
+
+def query_view(raw: dict[str, Any]) -> dict[str, Any]:
+    def _methods(items: Any, *keys: str) -> list[dict[str, Any]]:
+        out = []
+        for item in items or []:
+            item = item if isinstance(item, dict) else {"id": str(item)}
+            if item.get("id"):
+                out.append({"id": item["id"], **{k: item.get(k) or "" for k in keys}})
+        return out
+
+    case = raw.get("case")
+    if isinstance(case, dict):
+        case = {"id": case.get("id", ""), "title": case.get("title", ""), "rationale": case.get("rationale", "")}
+    return {"tier": raw.get("tier") or "unknown", "bottleneck": raw.get("bottleneck") or "unknown",
+            "case": case or None, "static_only": bool(raw.get("static_only", False)),
+            "permitted": _methods(raw.get("permitted"), "name", "guidance"),
+            "forbidden": _methods(raw.get("forbidden"), "reason"),
+            "fields": profile_fields(raw.get("profile"))}
+
+
+def profile_fields(profile: Any) -> dict[str, float]:
+    """Numeric normalised fields of a query's profile, wherever the QueryResult keeps them."""
+    if not isinstance(profile, dict):
+        return {}
+    for key in ("fields", "normalized", "values", "derived"):
+        if isinstance(profile.get(key), dict):
+            merged = {**profile[key]}
+            if isinstance(profile.get("derived"), dict):
+                merged.update(profile["derived"])
+            return {k: float(v) for k, v in merged.items() if isinstance(v, int | float) and not isinstance(v, bool)}
+    return {k: float(v) for k, v in profile.items() if isinstance(v, int | float) and not isinstance(v, bool)}
+
+
+def validate_task(path: Path) -> str:
+    """The task's source, after checking (without running it) that it is a KernelBench task."""
+    if not path.is_file():
+        raise KernelskillError(f"{path}: task file not found")
+    source = path.read_text()
+    try:
+        tree = ast.parse(source, filename=str(path))
+    except SyntaxError as exc:
+        raise KernelskillError(f"{path}:{exc.lineno}: not valid Python: {exc.msg}") from exc
+    names = {n.name for n in tree.body if isinstance(n, ast.ClassDef | ast.FunctionDef)}
+    missing = [n for n in ("Model", "get_inputs") if n not in names]
+    if missing:
+        raise KernelskillError(f"{path}: not a KernelBench task: no top-level {' or '.join(missing)}")
+    return source
+
+
+class Candidate(BaseModel):
+    step: str
+    path: str  # relative to the run folder
+    round: int
+    branch: str
+    parent: str | None = None
+    method: str | None = None
+    result: dict[str, Any] = Field(default_factory=dict)
+    accepted: bool = False
+
+
+class LoopResult(BaseModel):
+    run_id: str
+    status: str  # finished | paused
+    best: dict[str, Any] | None = None
+    verified: bool = False
+    rounds_done: int = 0
+    trajectory: list[dict[str, Any]] = Field(default_factory=list)
+    paused_before: str | None = None
+    tokens: int = 0
+    cost_usd: float = 0.0
+
+
+class Loop:
+    def __init__(self, run: Run, llm: LLMClient, evaluator: Evaluator, retriever: Retriever,
+                 options: LoopOptions | None = None, *, gpu: dict[str, Any] | None = None,
+                 on_progress: Callable[[dict[str, Any]], None] | None = None) -> None:
+        if llm.log is None or llm.log.path != run.log.path:
+            llm.log = run.log
+        self.run = run
+        self.llm = llm
+        self.evaluator = evaluator
+        self.retriever = retriever
+        self.options = options or LoopOptions()
+        if self.options.parent_rule not in PARENT_RULES:
+            raise KernelskillError(f"loop.parent_rule: {self.options.parent_rule!r} is not one of {PARENT_RULES}")
+        self.agents = Agents(llm, gpu)
+        self.memory = Memory()
+        self.candidates: dict[str, Candidate] = {}
+        self.parent: Candidate | None = None
+        self.task_source = run.task_path.read_text()
+        self.on_progress = on_progress
+        self.progress: dict[str, Any] = {"run": run.id, "round": 0, "rounds": self.options.rounds,
+                                         "phase": "start", "best_speedup": None, "tokens": 0, "cost_usd": 0.0}
+        self._round = 0
+
+    # step helpers ------------------------------------------------------------------------------
+    def _phase(self, phase: str) -> None:
+        events = self.run.log.of_type("llm_call")
+        self.progress.update(round=self._round, phase=phase,
+                             tokens=sum(e["data"]["usage"].get("total_tokens", 0) for e in events),
+                             cost_usd=round(sum(e["data"].get("cost_usd", 0.0) for e in events), 6),
+                             best_speedup=max((c.result.get("speedup") or 0.0 for c in self.candidates.values()
+                                               if c.accepted), default=None))
+        if self.on_progress is not None:
+            self.on_progress(dict(self.progress))
+
+    def _guard(self, kind: str, step: str) -> None:
+        side = SIDE[kind]
+        if side in self.options.stop_before:
+            raise Paused(step, side)
+
+    def _recorded(self, kind: str, type_: str, step: str, fn: Callable[[], dict[str, Any]]) -> dict[str, Any]:
+        event = self.run.log.find(step, type_)
+        if event is not None:
+            return event["data"]
+        self._guard(kind, step)
+        data = fn()
+        return self.run.log.append(kind, type_, data, step=step, round_=self._round)["data"]
+
+    def _note(self, type_: str, step: str, data: dict[str, Any]) -> None:
+        """A loop decision, written once (a resumed run recomputes it and finds it there)."""
+        if self.run.log.find(step, type_) is None:
+            self.run.log.append("loop", type_, data, step=step, round_=self._round)
+
+    # the loop ----------------------------------------------------------------------------------
+    def execute(self) -> LoopResult:
+        self.llm.before_request = lambda step: self._guard("llm", step)
+        self._note("run_started", "run", {"options": self.options.model_dump(exclude={"stop_before"}),
+                                          "model": self.llm.settings.model})
+        try:
+            return self._execute()
+        except Paused as paused:
+            self._phase("paused")
+            last = self.run.log.events[-1] if self.run.log.events else {}
+            if not (last.get("type") == "run_paused" and last["data"].get("before") == paused.step):
+                self.run.log.append("loop", "run_paused", {"before": paused.step, "side": paused.side},
+                                    round_=self._round)
+            return LoopResult(run_id=self.run.id, status="paused", paused_before=f"{paused.side}:{paused.step}",
+                              rounds_done=self._round, trajectory=self.trajectory(), **self._spend())
+
+    def _execute(self) -> LoopResult:
+        fix_target: Candidate | None = None
+        repairs_in_chain = 0
+        self._round = 0
+        self._new_candidate(self._generate(0))
+        last = self.candidates.get("r00.generate")
+        if last is not None and not last.result.get("correct"):
+            fix_target = last
+        for r in range(1, self.options.rounds + 1):
+            self._round = r
+            if fix_target is not None and repairs_in_chain < self.options.max_repairs:
+                outcome = self._repair(r, fix_target)
+                repairs_in_chain += 1
+            elif self.parent is not None:
+                outcome = self._optimize(r, self.parent)
+                repairs_in_chain = 0
+                if outcome == "stop":
+                    break
+            else:
+                outcome = self._generate(r)
+                repairs_in_chain = 0
+            candidate = self._new_candidate(outcome)
+            if candidate is not None and not candidate.result.get("correct"):
+                if candidate.branch != "repair":
+                    repairs_in_chain = 0
+                fix_target = candidate
+            elif candidate is not None:
+                fix_target = None
+                repairs_in_chain = 0
+            if fix_target is not None and repairs_in_chain >= self.options.max_repairs:
+                self._note("repairs_exhausted", f"r{r:02d}", {"candidate": fix_target.path})
+                fix_target = None
+                repairs_in_chain = 0
+        return self._finish()
+
+    # branches ------------------------------------------------------------------------------------
+    def _generate(self, r: int) -> tuple[str, Any, dict[str, Any]]:
+        step = f"r{r:02d}.generate"
+        self._phase("generate")
+        answer = self.agents.generate(step=step, round_=r, task_source=self.task_source, memory=self.memory.view())
+        return step, answer, {"branch": "generate", "parent": None}
+
+    def _repair(self, r: int, target: Candidate) -> tuple[str, Any, dict[str, Any]]:
+        step = f"r{r:02d}.repair"
+        source = self.run.read(target.path)
+        self._phase("diagnose")
+        diagnosis = self.agents.diagnose(step=f"r{r:02d}.diagnose", round_=r, task_source=self.task_source,
+                                         kernel_source=source, failure=target.result, memory=self.memory.view())
+        self._note("diagnosis", f"r{r:02d}.diagnose", {"candidate": target.path, **diagnosis.model_dump()})
+        self._phase("repair")
+        answer = self.agents.repair(step=step, round_=r, task_source=self.task_source, kernel_source=source,
+                                    failure=target.result, diagnosis=diagnosis, memory=self.memory.view())
+        repair = Repair(round=r, candidate=target.path, error_class=diagnosis.error_class,
+                        diagnosis=diagnosis.root_cause, fix=diagnosis.fix)
+        self.memory.add_repair(repair)
+        return step, answer, {"branch": "repair", "parent": target.parent, "method": target.method,
+                              "repairs": target.path, "base_source": source}
+
+    def _profile_and_query(self, parent: Candidate) -> dict[str, Any]:
+        name = parent.step
+        self._phase("profile")
+
+        def do_profile() -> dict[str, Any]:
+            raw = self.evaluator.profile(self.run.task_path, self.run.path / parent.path)
+            csv = raw.pop("csv", None) or raw.pop("raw_csv", None) or raw.get("raw")
+            out: dict[str, Any] = {"candidate": parent.path, "ok": bool(csv),
+                                   "message": str(raw.get("message") or "")[:2000]}
+            if isinstance(csv, str) and csv.strip():
+                rel = f"profiles/{name}.csv"
+                (self.run.path / "profiles").mkdir(exist_ok=True)
+                self.run.write_output(rel, csv)
+                out["csv"] = rel
+            return out
+
+        prof = self._recorded("gpu", "profile", f"profile.{name}", do_profile)
+        self._phase("query")
+
+        def do_query() -> dict[str, Any]:
+            profile_path = self.run.path / prof["csv"] if prof.get("csv") else None
+            raw = self.retriever.query(self.run.path / parent.path, task=self.run.task_path, profile=profile_path)
+            return {"candidate": parent.path, "result": raw}
+
+        return query_view(self._recorded("kb", "query", f"query.{name}", do_query)["result"])
+
+    def _optimize(self, r: int, parent: Candidate) -> tuple[str, Any, dict[str, Any]] | str:
+        query = self._profile_and_query(parent)
+        grand = self._by_path(parent.parent)
+        if grand is not None and query["fields"]:
+            parent_query = self.run.log.find(f"query.{grand.step}", "query")
+            if parent_query is not None:
+                self.memory.set_profile_deltas(parent.path, query_view(parent_query["data"]["result"])["fields"],
+                                               query["fields"])
+        permitted = query["permitted"]
+        if not permitted:
+            self._note("no_permitted_method", f"r{r:02d}.plan", {"parent": parent.path, "query": query})
+            return "stop"
+        failed = self.memory.failed_methods(parent.path)
+        offered = [m for m in permitted if m["id"] not in failed]
+        filtered = {m["id"]: failed[m["id"]] for m in permitted if m["id"] in failed}
+        if not offered:
+            offered, filtered = permitted, {}
+            self._note("all_methods_failed", f"r{r:02d}.plan", {"parent": parent.path, "offered_again": True})
+        self._phase("plan")
+        plan: PlanDecision = self.agents.plan(
+            step=f"r{r:02d}.plan", round_=r, task_source=self.task_source, kernel_source=self.run.read(parent.path),
+            parent_speedup=parent.result.get("speedup") or 0.0, query=query, permitted=offered, filtered=filtered,
+            memory=self.memory.view(), reasks=self.options.reask_planner)
+        self._note("plan", f"r{r:02d}.plan", {"parent": parent.path, "offered": [m["id"] for m in offered],
+                                              "filtered": filtered, **plan.model_dump()})
+        method = next(m for m in offered if m["id"] == plan.method)
+        self._phase("optimize")
+        source = self.run.read(parent.path)
+        answer = self.agents.optimize(step=f"r{r:02d}.optimize", round_=r, task_source=self.task_source,
+                                      kernel_source=source, method=method, plan=plan, memory=self.memory.view())
+        return f"r{r:02d}.optimize", answer, {"branch": "optimize", "parent": parent.path, "method": plan.method,
+                                              "plan": plan.plan, "base_source": source}
+
+    # candidates ------------------------------------------------------------------------------------
+    def _new_candidate(self, outcome: tuple[str, Any, dict[str, Any]] | str) -> Candidate | None:
+        assert not isinstance(outcome, str)
+        step, answer, meta = outcome
+        r = self._round
+        base_source = meta.pop("base_source", None)
+        repairs = meta.pop("repairs", None)
+        if answer.code is None:
+            attempt = Attempt(round=r, step=step, candidate=None, parent=meta.get("parent"), branch=meta["branch"],
+                              method=meta.get("method"), plan=meta.get("plan"), result_class="invalid_output",
+                              review=answer.reason)
+            self.memory.add_attempt(attempt)
+            if repairs and self.memory.repairs:
+                self.memory.repairs[-1].outcome = "invalid_output"
+            self._note("attempt", f"r{r:02d}", {**attempt.model_dump(), "reason": answer.reason})
+            return None
+        rel = self.run.write_candidate(step, answer.code)
+        self._phase("evaluate")
+        data = self._recorded("gpu", "eval", f"r{r:02d}.eval", lambda: {
+            "candidate": rel, "result": self.evaluator.evaluate(self.run.task_path, self.run.path / rel)})
+        result = eval_view(data["result"])
+        cand = Candidate(step=step, path=rel, round=r, branch=meta["branch"], parent=meta.get("parent"),
+                         method=meta.get("method"), result=result)
+        self.candidates[step] = cand
+        self._phase("review")
+        parent_view = None
+        if self.parent is not None:
+            parent_view = {"step": self.parent.step, "result": self.parent.result}
+        decision = self.agents.review(step=f"r{r:02d}.review", round_=r, task_source=self.task_source,
+                                      candidate={"step": step, "branch": cand.branch, "method": cand.method},
+                                      result=result, parent=parent_view, memory=self.memory.view())
+        cand.accepted = decision.accept
+        attempt = Attempt(round=r, step=step, candidate=rel, parent=cand.parent, branch=cand.branch,
+                          method=cand.method, plan=meta.get("plan"),
+                          diff_summary=diff_summary(base_source, answer.code), result_class=result["status"],
+                          correct=result["correct"], speedup=result["speedup"], accepted=decision.accept,
+                          review=decision.reason)
+        self.memory.add_attempt(attempt)
+        if repairs and self.memory.repairs:
+            self.memory.repairs[-1].outcome = result["status"]
+        if decision.accept:
+            self.parent = self._choose_parent(cand)
+        self._note("attempt", f"r{r:02d}", {**attempt.model_dump(), "review_by": decision.by,
+                                             "asks": answer.asks, "parent_after": self.parent.path if self.parent else None})
+        return cand
+
+    def _by_path(self, path: str | None) -> Candidate | None:
+        return next((c for c in self.candidates.values() if c.path == path), None) if path else None
+
+    def _choose_parent(self, accepted: Candidate) -> Candidate:
+        if self.options.parent_rule == "latest_improving" or self.parent is None:
+            return accepted
+        pool = [c for c in self.candidates.values() if c.accepted]
+        return max(pool, key=lambda c: (c.result.get("speedup") or 0.0, c.round))
+
+    # the end -----------------------------------------------------------------------------------------
+    def _finish(self) -> LoopResult:
+        self._phase("verify")
+        ranked = sorted((c for c in self.candidates.values() if c.accepted),
+                        key=lambda c: (-(c.result.get("speedup") or 0.0), c.round))
+        best: Candidate | None = None
+        verified: dict[str, Any] | None = None
+        for cand in ranked[: max(1, self.options.verify_candidates)]:
+            data = self._recorded("gpu", "eval", f"verify.{cand.step}", lambda c=cand: {
+                "candidate": c.path, "seed": self.options.verify_seed,
+                "result": self.evaluator.evaluate(self.run.task_path, self.run.path / c.path,
+                                                  seed=self.options.verify_seed)})
+            verified = eval_view(data["result"])
+            if verified["correct"]:
+                best = cand
+                break
+            self._note("verify_failed", f"verify.{cand.step}", {"candidate": cand.path,
+                                                                                  "status": verified["status"]})
+        self._phase("report")
+        summary: dict[str, Any] | None = None
+        if best is not None and verified is not None:
+            summary = {"candidate": best.path, "step": best.step, "round": best.round, "method": best.method,
+                       "speedup": best.result.get("speedup"), "verified_speedup": verified.get("speedup"),
+                       "candidate_ms": best.result.get("candidate_ms"), "baseline_ms": best.result.get("baseline_ms")}
+            header = (f"# kernelskill run {self.run.id}: best candidate {best.step} "
+                      f"(speedup {best.result.get('speedup')}x, re-verified {verified.get('speedup')}x on seed "
+                      f"{self.options.verify_seed})\n")
+            self.run.write_output("best.py", header + self.run.read(best.path))
+        trajectory = self.trajectory()
+        self.run.write_output("trajectory.json", json.dumps(trajectory, indent=2) + "\n")
+        result = LoopResult(run_id=self.run.id, status="finished", best=summary, verified=best is not None,
+                            rounds_done=self._round, trajectory=trajectory, **self._spend())
+        self._note("run_finished", f"finish.{self._round:02d}", {"best": summary, "verified": best is not None,
+                                                                  "rounds": self._round, **self._spend()})
+        self.run.write_output("report.md", markdown_report(self.run))
+        self._phase("done")
+        return result
+
+    def _spend(self) -> dict[str, Any]:
+        events = self.run.log.of_type("llm_call")
+        return {"tokens": sum(e["data"]["usage"].get("total_tokens", 0) for e in events),
+                "cost_usd": round(sum(e["data"].get("cost_usd", 0.0) for e in events), 6)}
+
+    def trajectory(self) -> list[dict[str, Any]]:
+        return [a.model_dump(exclude={"profile_deltas"}) | {"profile_deltas": a.profile_deltas}
+                for a in self.memory.attempts]
+
+
+def geomean(values: list[float]) -> float | None:
+    values = [v for v in values if v and v > 0]
+    return statistics.geometric_mean(values) if values else None

@@ -1,0 +1,107 @@
+"""Short-term memory of one task: every attempt and every repair of a run.
+
+The loop rebuilds it while it walks its own log, so a resumed run has exactly the memory it had.
+Planner, optimizer, diagnoser and repairer see it through the ``history`` partial. A method whose
+attempt on a parent failed (did not build, was wrong, or was not accepted as faster) is not offered
+to the planner again for that same parent: plans are free text, so "the same plan" is taken to be
+"the same method on the same parent"; the filtered methods and their reasons are shown to the planner.
+"""
+
+from __future__ import annotations
+
+import difflib
+from typing import Any
+
+from pydantic import BaseModel, Field
+
+#: profile fields whose change between parent and child is worth showing to the next planner
+KEY_PROFILE_FIELDS = ("kernel_duration_ns", "dram_throughput_pct", "l2_throughput_pct", "sm_throughput_pct",
+                      "achieved_occupancy_pct", "registers_per_thread", "memory_dependency_stall_ratio")
+
+
+class Attempt(BaseModel):
+    round: int
+    step: str
+    candidate: str | None  # path relative to the run folder; None when the answer held no code
+    parent: str | None
+    branch: str  # generate | repair | optimize
+    method: str | None = None
+    plan: str | None = None
+    diff_summary: str = ""
+    result_class: str  # ok | a harness failure class | invalid_output
+    correct: bool = False
+    speedup: float | None = None
+    accepted: bool = False
+    review: str = ""
+    profile_deltas: dict[str, float] = Field(default_factory=dict)
+
+    @property
+    def failed(self) -> bool:
+        return not (self.correct and self.accepted)
+
+
+class Repair(BaseModel):
+    round: int
+    candidate: str  # the failed candidate that was repaired
+    error_class: str
+    diagnosis: str
+    fix: str
+    outcome: str | None = None  # result class of the repaired candidate
+
+
+def diff_summary(before: str | None, after: str | None) -> str:
+    if not before or not after:
+        return ""
+    added = removed = 0
+    for line in difflib.unified_diff(before.splitlines(), after.splitlines(), lineterm="", n=0):
+        if line.startswith("+") and not line.startswith("+++"):
+            added += 1
+        elif line.startswith("-") and not line.startswith("---"):
+            removed += 1
+    return f"+{added}/-{removed} lines"
+
+
+class Memory:
+    def __init__(self) -> None:
+        self.attempts: list[Attempt] = []
+        self.repairs: list[Repair] = []
+
+    def add_attempt(self, attempt: Attempt) -> None:
+        self.attempts.append(attempt)
+
+    def add_repair(self, repair: Repair) -> None:
+        self.repairs.append(repair)
+
+    def attempt_for(self, candidate: str) -> Attempt | None:
+        return next((a for a in self.attempts if a.candidate == candidate), None)
+
+    def set_profile_deltas(self, candidate: str, parent_fields: dict[str, float],
+                           fields: dict[str, float]) -> None:
+        attempt = self.attempt_for(candidate)
+        if attempt is None:
+            return
+        attempt.profile_deltas = {k: round(fields[k] - parent_fields[k], 4) for k in KEY_PROFILE_FIELDS
+                                  if isinstance(fields.get(k), int | float)
+                                  and isinstance(parent_fields.get(k), int | float)}
+
+    def failed_methods(self, parent: str) -> dict[str, str]:
+        """method -> why it is not offered again on ``parent``."""
+        out: dict[str, str] = {}
+        succeeded: set[str] = set()
+        for a in self.attempts:  # an optimization and the repairs that followed it share parent and method
+            if a.branch not in ("optimize", "repair") or a.parent != parent or not a.method:
+                continue
+            if not a.failed:
+                succeeded.add(a.method)
+            else:
+                why = a.result_class if a.result_class != "ok" else (a.review or "not faster than its parent")
+                out[a.method] = f"round {a.round}: {why}"
+        return {m: why for m, why in out.items() if m not in succeeded}
+
+    def view(self, last: int = 12) -> dict[str, Any]:
+        """What the templates show: the latest attempts and repairs, oldest first."""
+        return {
+            "attempts": [a.model_dump() for a in self.attempts[-last:]],
+            "repairs": [r.model_dump() for r in self.repairs[-last:]],
+            "total_attempts": len(self.attempts),
+        }
