@@ -409,6 +409,7 @@ class Loop:
         repairs = meta.pop("repairs", None)
         if answer.code is None:
             attempt = Attempt(round=r, step=step, candidate=None, parent=meta.get("parent"), branch=meta["branch"],
+                              derived_from=repairs or meta.get("parent"),
                               method=meta.get("method"), plan=meta.get("plan"), result_class="invalid_output",
                               review=answer.reason)
             self.memory.add_attempt(attempt)
@@ -424,6 +425,8 @@ class Loop:
         cand = Candidate(step=step, path=rel, round=r, branch=meta["branch"], parent=meta.get("parent"),
                          method=meta.get("method"), result=result)
         self.candidates[step] = cand
+        if repairs and self.memory.repairs:
+            self.memory.repairs[-1].outcome = result["status"]
         self._phase("review")
         parent_view = None
         if self.parent is not None:
@@ -433,13 +436,11 @@ class Loop:
                                       result=result, parent=parent_view, memory=self.memory.view())
         cand.accepted = decision.accept
         attempt = Attempt(round=r, step=step, candidate=rel, parent=cand.parent, branch=cand.branch,
-                          method=cand.method, plan=meta.get("plan"),
+                          derived_from=repairs or cand.parent, method=cand.method, plan=meta.get("plan"),
                           diff_summary=diff_summary(base_source, answer.code), result_class=result["status"],
                           correct=result["correct"], speedup=result["speedup"], accepted=decision.accept,
                           review=decision.reason)
         self.memory.add_attempt(attempt)
-        if repairs and self.memory.repairs:
-            self.memory.repairs[-1].outcome = result["status"]
         if decision.accept:
             self.parent = self._choose_parent(cand)
         self._note("attempt", f"r{r:02d}", {**attempt.model_dump(), "review_by": decision.by,

@@ -23,8 +23,9 @@ class Attempt(BaseModel):
     round: int
     step: str
     candidate: str | None  # path relative to the run folder; None when the answer held no code
-    parent: str | None
+    parent: str | None  # the accepted candidate this line of work started from
     branch: str  # generate | repair | optimize
+    derived_from: str | None = None  # the candidate whose code was changed (the failed one, for a repair)
     method: str | None = None
     plan: str | None = None
     diff_summary: str = ""

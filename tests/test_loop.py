@@ -1,0 +1,137 @@
+"""The closed loop on CPU: the real openai client over HTTP to the local test server (the LLM's answers),
+a scripted evaluator at the GPU boundary, and every branch of the loop."""
+
+from __future__ import annotations
+
+import json
+from collections import Counter
+from pathlib import Path
+
+import pytest
+
+from kernelskill.config import LLMSettings
+from kernelskill.pipeline.llm import LLMClient
+from kernelskill.pipeline.loop import Loop, LoopOptions
+from kernelskill.pipeline.runs import RunStore, sql
+from tests.openai_test_server import ScriptedOpenAI
+from tests.test_loop_helpers import TASK, ScriptedEvaluator, main_script, retriever
+
+FAULTED = {"r02.plan.1": 2, "r02.optimize.1": 2, "r05.optimize.1": 2}
+
+
+def llm_settings(url: str) -> LLMSettings:
+    return LLMSettings(base_url=url, model="test-model", api_key="sk-test", timeout_s=0.6, max_retries=2,
+                       backoff_s=0.01)
+
+
+@pytest.fixture
+def task_file(tmp_path: Path) -> Path:
+    path = tmp_path / "relu2.py"
+    path.write_text(TASK)
+    return path
+
+
+def make_loop(tmp_path: Path, task_file: Path, url: str, run_id: str | None = None, **opts):
+    store = RunStore(tmp_path / "runs")
+    options = LoopOptions(rounds=5, **opts)
+    run = store.open(run_id) if run_id else store.create(task_file, {"model": "test-model",
+                                                                      "options": options.model_dump()})
+    evaluator = ScriptedEvaluator()
+    loop = Loop(run, LLMClient.from_settings(llm_settings(url)), evaluator, retriever(), options)
+    return loop, evaluator
+
+
+def test_loop_takes_every_branch(tmp_path: Path, task_file: Path) -> None:
+    with ScriptedOpenAI(main_script()) as server:
+        loop, evaluator = make_loop(tmp_path, task_file, server.base_url)
+        progress: list[dict] = []
+        loop.on_progress = progress.append
+        result = loop.execute()
+
+        # every LLM step asked exactly once, faulted ones retried once (429, 500, timeout)
+        counts = Counter(server.steps())
+        assert {s: c for s, c in counts.items() if c != 1} == FAULTED
+        assert set(counts) == set(main_script())
+
+    run = loop.run
+    assert result.status == "finished" and result.verified
+    assert result.best["candidate"] == "candidates/r05.optimize.py"
+    assert result.best["speedup"] == pytest.approx(2.40)
+    assert result.best["verified_speedup"] == pytest.approx(2.40)
+
+    attempts = [(a.round, a.branch, a.method, a.result_class, a.speedup, a.accepted) for a in loop.memory.attempts]
+    assert attempts == [
+        (0, "generate", None, "compile_error", None, False),
+        (1, "repair", None, "ok", 1.10, True),
+        (2, "optimize", "vectorized_access_16b", "ok", 1.90, True),
+        (3, "optimize", "coalesced_access", "mismatch", None, False),
+        (4, "repair", "coalesced_access", "ok", 1.50, False),
+        (5, "optimize", "kernel_fusion", "ok", 2.40, True),
+    ]
+    # the repair saw the diagnosis; the memory is in later prompts
+    assert loop.memory.repairs[0].diagnosis == "blockIdx_x is not a CUDA builtin"
+    assert loop.memory.repairs[0].outcome == "ok"
+
+    plans = {e["step"]: e["data"] for e in run.log.of_type("plan")}
+    assert plans["r02.plan"]["asks"] == 2 and not plans["r02.plan"]["fallback"]
+    assert "tensor_core_mma" in plans["r02.plan"]["rejections"][0]
+    assert plans["r03.plan"]["fallback"] and plans["r03.plan"]["method"] == "coalesced_access"
+    assert plans["r05.plan"]["filtered"] == {"coalesced_access": "round 4: the reviewer accepted, but the harness "
+                                             "measured 1.500x <= parent 1.900x"}
+    assert "coalesced_access" not in plans["r05.plan"]["offered"]
+    prompt_r05 = next(e for e in run.log.of_type("llm_call") if e["step"] == "r05.plan.1")["data"]["messages"][-1]
+    assert "Not offered again" in prompt_r05["content"] and "round 3 optimize `coalesced_access`" in prompt_r05["content"]
+    reask = next(e for e in run.log.of_type("llm_call") if e["step"] == "r02.plan.2")["data"]["messages"][-1]
+    assert "is not in the permitted list" in reask["content"]
+
+    # GPU side: each candidate evaluated once, each parent profiled once, the best re-verified on a fresh seed
+    assert Counter(k for k, _ in evaluator.calls) == {"evaluate": 7, "profile": 2}
+    verify = [e for e in run.log.of_type("eval") if e["step"].startswith("verify.")]
+    assert len(verify) == 1 and verify[0]["data"]["seed"] == LoopOptions().verify_seed
+
+    # outputs: KernelBench-compatible best.py, trajectory, report; the live display saw every phase
+    best = (run.path / "best.py").read_text()
+    assert "class ModelNew" in best and "speedup=2.40" in best
+    assert len(json.loads((run.path / "trajectory.json").read_text())) == 6
+    report = (run.path / "report.md").read_text()
+    assert "| 5 | optimize | kernel_fusion |" in report and "fallback to top permitted" in report
+    assert {p["phase"] for p in progress} >= {"generate", "diagnose", "repair", "profile", "query", "plan",
+                                              "optimize", "evaluate", "review", "verify", "done"}
+    assert progress[-1]["best_speedup"] == pytest.approx(2.40) and progress[-1]["tokens"] > 0
+
+    # the log is the analysis database
+    names, rows = sql(run, "select step, speedup from evals where status = 'ok' order by speedup desc limit 1")
+    assert rows[0] == ("verify.r05.optimize", 2.4) or rows[0][1] == 2.4
+    _, rows = sql(run, "select count(*), sum(prompt_tokens) > 0 from llm_calls")
+    assert rows[0][0] == len(main_script()) and rows[0][1]
+    assert not [line for line in (run.path / "events.jsonl").read_text().splitlines() if str(tmp_path) in line]
+
+
+def test_resume_of_a_finished_run_repeats_nothing(tmp_path: Path, task_file: Path) -> None:
+    with ScriptedOpenAI(main_script()) as server:
+        loop, _ = make_loop(tmp_path, task_file, server.base_url)
+        first = loop.execute()
+        before = len(server.requests)
+        events = len(loop.run.log.events)
+        again, evaluator = make_loop(tmp_path, task_file, server.base_url, run_id=loop.run.id)
+        second = again.execute()
+        assert len(server.requests) == before
+    assert evaluator.calls == []
+    assert second.best == first.best
+    assert len(again.run.log.events) == events  # nothing re-recorded
+
+
+def test_stop_before_gpu_and_llm(tmp_path: Path, task_file: Path) -> None:
+    with ScriptedOpenAI(main_script()) as server:
+        loop, evaluator = make_loop(tmp_path, task_file, server.base_url, stop_before=["gpu"])
+        paused = loop.execute()
+        assert paused.status == "paused" and paused.paused_before == "gpu:r00.eval"
+        assert evaluator.calls == [] and server.steps() == ["r00.generate.1"]
+        # the GPU side evaluates and stops before the next LLM step
+        gpu_side, evaluator = make_loop(tmp_path, task_file, server.base_url, run_id=loop.run.id,
+                                        stop_before=["llm"])
+        paused = gpu_side.execute()
+        assert paused.paused_before == "llm:r01.diagnose.1"
+        assert evaluator.calls == [("evaluate", "r00.generate.py")]
+        assert server.steps() == ["r00.generate.1"]
+        assert [e["type"] for e in gpu_side.run.log.events].count("run_paused") == 2
