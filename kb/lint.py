@@ -1,0 +1,477 @@
+"""Static checks over a :class:`SkillSet`: findings with severity, ``file:line``, message and code.
+
+Errors block an ingest; warnings do not. The checks: references to undefined predicates, methods,
+bottlenecks, tiers and fields; expressions naming unknown symbols or using syntax outside the expression
+language (docs/CONTRACTS.md); cases that can never match (contradictory constraints, a tier or structure
+outside the domain, a predicate both required and excluded); tiers that overlap or leave gaps; unused
+predicates and methods no case permits; holes in the bottleneck x tier x structure coverage matrix.
+"""
+
+from __future__ import annotations
+
+import ast
+import math
+from collections import defaultdict
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+from pydantic import BaseModel
+
+from kernelskill.kb.loader import LoadIssue, Location, SkillSet
+
+ALLOWED_FUNCS = {"min": (1, None), "max": (1, None), "abs": (1, 1), "defined": (1, 1)}
+DEFAULT_STRUCTURES = [0, 1, 2, 3, 4]
+STRUCTURE_FIELD = "kernel_structure_id"
+
+
+class Finding(BaseModel):
+    severity: Literal["error", "warning"]
+    file: str
+    line: int
+    message: str
+    code: str
+    object_id: str | None = None
+
+    def __str__(self) -> str:
+        return f"{self.file}:{self.line}: {self.severity}: {self.message} [{self.code}]"
+
+
+class CoverageRow(BaseModel):
+    bottleneck: str
+    tier: str
+    counts: dict[int, int]  # structure -> number of cases that can serve the cell
+
+
+class LintReport(BaseModel):
+    findings: list[Finding]
+    coverage: list[CoverageRow]
+    structures: list[int]
+
+    @property
+    def errors(self) -> list[Finding]:
+        return [f for f in self.findings if f.severity == "error"]
+
+    @property
+    def warnings(self) -> list[Finding]:
+        return [f for f in self.findings if f.severity == "warning"]
+
+    @property
+    def ok(self) -> bool:
+        return not self.errors
+
+    def holes(self) -> int:
+        return sum(1 for row in self.coverage for n in row.counts.values() if n == 0)
+
+
+class ExprError(ValueError):
+    """An expression outside the language; ``col`` is 0-based within the expression."""
+
+    def __init__(self, message: str, col: int = 0) -> None:
+        super().__init__(message)
+        self.col = col
+
+
+# --------------------------------------------------------------------------------------------------
+# expressions
+
+
+def expression_names(expr: str) -> set[str]:
+    """Validate ``expr`` against the whitelist and return the symbols it names."""
+    try:
+        tree = ast.parse(expr.strip(), mode="eval")
+    except SyntaxError as exc:
+        raise ExprError(f"syntax error: {exc.msg}", (exc.offset or 1) - 1) from None
+    names: set[str] = set()
+    _check(tree.body, names, in_list=False)
+    return names
+
+
+def _check(node: ast.AST, names: set[str], *, in_list: bool) -> None:
+    col = getattr(node, "col_offset", 0)
+    if isinstance(node, ast.Constant):
+        if not isinstance(node.value, bool | int | float | str):
+            raise ExprError(f"literal {node.value!r} is not allowed", col)
+    elif isinstance(node, ast.Name):
+        names.add(node.id)
+    elif isinstance(node, ast.BoolOp):
+        for v in node.values:
+            _check(v, names, in_list=False)
+    elif isinstance(node, ast.UnaryOp):
+        if not isinstance(node.op, ast.Not | ast.USub | ast.UAdd):
+            raise ExprError(f"operator {type(node.op).__name__} is not allowed", col)
+        _check(node.operand, names, in_list=False)
+    elif isinstance(node, ast.BinOp):
+        if not isinstance(node.op, ast.Add | ast.Sub | ast.Mult | ast.Div):
+            raise ExprError(f"operator {type(node.op).__name__} is not allowed", col)
+        _check(node.left, names, in_list=False)
+        _check(node.right, names, in_list=False)
+    elif isinstance(node, ast.Compare):
+        _check(node.left, names, in_list=False)
+        for op, right in zip(node.ops, node.comparators, strict=True):
+            if isinstance(op, ast.In | ast.NotIn):
+                if not isinstance(right, ast.List | ast.Tuple):
+                    raise ExprError("'in' needs a list or tuple literal on its right", right.col_offset)
+                for elt in right.elts:
+                    if not isinstance(elt, ast.Constant):
+                        raise ExprError("list items after 'in' must be literals", elt.col_offset)
+                    _check(elt, names, in_list=True)
+            elif isinstance(op, ast.Lt | ast.LtE | ast.Gt | ast.GtE | ast.Eq | ast.NotEq):
+                _check(right, names, in_list=False)
+            else:
+                raise ExprError(f"comparison {type(op).__name__} is not allowed", col)
+    elif isinstance(node, ast.Call):
+        if not isinstance(node.func, ast.Name) or node.func.id not in ALLOWED_FUNCS:
+            what = node.func.id if isinstance(node.func, ast.Name) else "this call"
+            raise ExprError(f"call to {what} is not allowed (only {', '.join(ALLOWED_FUNCS)})", col)
+        if node.keywords:
+            raise ExprError("keyword arguments are not allowed", col)
+        lo, hi = ALLOWED_FUNCS[node.func.id]
+        if len(node.args) < lo or (hi is not None and len(node.args) > hi):
+            raise ExprError(f"{node.func.id}() takes {lo if lo == hi else f'at least {lo}'} argument(s)", col)
+        if node.func.id == "defined":
+            if not isinstance(node.args[0], ast.Name):
+                raise ExprError("defined() takes a field name", col)
+            names.add(node.args[0].id)
+            return
+        for arg in node.args:
+            _check(arg, names, in_list=False)
+    else:
+        raise ExprError(f"{type(node).__name__} is not allowed in an expression", col)
+
+
+# --------------------------------------------------------------------------------------------------
+# constraints, for contradiction checks
+
+
+@dataclass
+class Constraint:
+    """What a conjunction of simple comparisons says about one field."""
+
+    lo: float = -math.inf
+    lo_incl: bool = True
+    hi: float = math.inf
+    hi_incl: bool = True
+    allowed: set[Any] | None = None  # equality / membership
+    banned: set[Any] = field(default_factory=set)
+    sources: list[str] = field(default_factory=list)
+
+    def add_lo(self, v: float, incl: bool) -> None:
+        if v > self.lo or (v == self.lo and not incl):
+            self.lo, self.lo_incl = v, incl
+
+    def add_hi(self, v: float, incl: bool) -> None:
+        if v < self.hi or (v == self.hi and not incl):
+            self.hi, self.hi_incl = v, incl
+
+    def restrict(self, values: set[Any]) -> None:
+        self.allowed = set(values) if self.allowed is None else self.allowed & set(values)
+
+    def empty(self) -> bool:
+        if self.lo > self.hi or (self.lo == self.hi and not (self.lo_incl and self.hi_incl)):
+            return True
+        if self.allowed is not None:
+            ok = [v for v in self.allowed if v not in self.banned and self._in_range(v)]
+            return not ok
+        return False
+
+    def _in_range(self, v: Any) -> bool:
+        if isinstance(v, bool) or not isinstance(v, int | float):
+            return self.lo == -math.inf and self.hi == math.inf
+        lo_ok = v > self.lo or (self.lo_incl and v == self.lo)
+        hi_ok = v < self.hi or (self.hi_incl and v == self.hi)
+        return lo_ok and hi_ok
+
+
+_FLIP = {ast.Lt: ast.Gt, ast.LtE: ast.GtE, ast.Gt: ast.Lt, ast.GtE: ast.LtE, ast.Eq: ast.Eq, ast.NotEq: ast.NotEq}
+
+
+def _literal(node: ast.AST) -> tuple[bool, Any]:
+    if isinstance(node, ast.Constant) and isinstance(node.value, bool | int | float | str):
+        return True, node.value
+    if isinstance(node, ast.UnaryOp) and isinstance(node.op, ast.USub) and isinstance(node.operand, ast.Constant) \
+            and isinstance(node.operand.value, int | float) and not isinstance(node.operand.value, bool):
+        return True, -node.operand.value
+    return False, None
+
+
+def simple_constraints(expr: str) -> list[tuple[str, str, Any]]:
+    """``(field, op, value)`` atoms that must all hold when ``expr`` is True (top-level ``and`` only)."""
+    try:
+        tree = ast.parse(expr.strip(), mode="eval").body
+    except SyntaxError:
+        return []
+    parts = tree.values if isinstance(tree, ast.BoolOp) and isinstance(tree.op, ast.And) else [tree]
+    atoms: list[tuple[str, str, Any]] = []
+    for part in parts:
+        if isinstance(part, ast.Name):
+            atoms.append((part.id, "==", True))
+        elif isinstance(part, ast.UnaryOp) and isinstance(part.op, ast.Not) and isinstance(part.operand, ast.Name):
+            atoms.append((part.operand.id, "==", False))
+        elif isinstance(part, ast.Compare):
+            terms = [part.left, *part.comparators]
+            for left, op, right in zip(terms, part.ops, terms[1:], strict=False):
+                if isinstance(op, ast.In | ast.NotIn) and isinstance(left, ast.Name) \
+                        and isinstance(right, ast.List | ast.Tuple):
+                    vals = [_literal(e) for e in right.elts]
+                    if all(ok for ok, _ in vals):
+                        atoms.append((left.id, "in" if isinstance(op, ast.In) else "not in", {v for _, v in vals}))
+                    continue
+                if type(op) not in _FLIP:
+                    continue
+                lit_r, val_r = _literal(right)
+                lit_l, val_l = _literal(left)
+                if isinstance(left, ast.Name) and lit_r:
+                    atoms.append((left.id, type(op).__name__, val_r))
+                elif isinstance(right, ast.Name) and lit_l:
+                    atoms.append((right.id, _FLIP[type(op)].__name__, val_l))
+    return atoms
+
+
+def _apply(c: Constraint, op: str, value: Any) -> None:
+    numeric = isinstance(value, int | float) and not isinstance(value, bool)
+    if op == "Lt" and numeric:
+        c.add_hi(value, False)
+    elif op == "LtE" and numeric:
+        c.add_hi(value, True)
+    elif op == "Gt" and numeric:
+        c.add_lo(value, False)
+    elif op == "GtE" and numeric:
+        c.add_lo(value, True)
+    elif op in ("Eq", "=="):
+        c.restrict({value})
+    elif op == "in":
+        c.restrict(value)
+    elif op == "NotEq":
+        c.banned.add(value)
+    elif op == "not in":
+        c.banned |= set(value)
+
+
+# --------------------------------------------------------------------------------------------------
+# the linter
+
+
+class _Linter:
+    def __init__(self, skills: SkillSet) -> None:
+        self.s = skills
+        self.findings: list[Finding] = []
+        self.fields = {f.id: f for f in skills.fields}
+        self.predicates = {p.id: p for p in skills.predicates}
+        self.tiers = {t.id: t for t in skills.tiers}
+        self.bottlenecks = {b.id: b for b in skills.bottlenecks}
+        self.methods = {m.id: m for m in skills.methods}
+        self.pred_names: dict[str, set[str]] = {}
+
+    def add(self, severity: str, obj_id: str | None, message: str, code: str) -> None:
+        loc = self.s.locations.get(obj_id or "", Location("<kb>", 0))
+        self.findings.append(Finding(severity=severity, file=loc.file, line=loc.line, message=message,
+                                     code=code, object_id=obj_id))
+
+    def refs(self, obj_id: str, what: str, ids: Iterable[str], known: dict[str, Any] | set[str],
+             code: str, severity: str = "error") -> None:
+        for ref in ids:
+            if ref not in known:
+                self.add(severity, obj_id, f"{obj_id}: {what} {ref!r} is not defined", code)
+
+    def structures(self) -> list[int]:
+        f = self.fields.get(STRUCTURE_FIELD)
+        if f is not None and f.domain:
+            return sorted(int(v) for v in f.domain if isinstance(v, int) and not isinstance(v, bool))
+        return list(DEFAULT_STRUCTURES)
+
+    def run(self) -> LintReport:
+        self.expressions()
+        self.references()
+        self.cases_reachable()
+        self.tier_layout()
+        self.unused()
+        coverage = self.coverage()
+        order = {"error": 0, "warning": 1}
+        self.findings.sort(key=lambda f: (order[f.severity], f.file, f.line, f.code))
+        return LintReport(findings=self.findings, coverage=coverage, structures=self.structures())
+
+    # -- checks -------------------------------------------------------------------------------
+    def expressions(self) -> None:
+        for p in self.s.predicates:
+            self.pred_names[p.id] = self._expr(p.id, p.expr)
+        derived: dict[str, set[str]] = {}
+        for f in self.s.fields:
+            if f.expr:
+                derived[f.id] = self._expr(f.id, f.expr)
+        # derived fields must not depend on themselves (directly or through others)
+        for start in derived:
+            stack, seen = [start], set()
+            while stack:
+                cur = stack.pop()
+                for dep in derived.get(cur, ()):
+                    if dep == start:
+                        self.add("error", start, f"{start}: derived field depends on itself", "expr_cycle")
+                        stack = []
+                        break
+                    if dep not in seen:
+                        seen.add(dep)
+                        stack.append(dep)
+
+    def _expr(self, obj_id: str, expr: str) -> set[str]:
+        try:
+            names = expression_names(expr)
+        except ExprError as exc:
+            self.add("error", obj_id, f"{obj_id}: expression {expr!r}: {exc} (column {exc.col + 1})", "expr_syntax")
+            return set()
+        for name in sorted(names - set(self.fields)):
+            self.add("error", obj_id, f"{obj_id}: expression names unknown symbol {name!r}", "unknown_symbol")
+        return names
+
+    def references(self) -> None:
+        preds, meths, bns, tiers = self.predicates, self.methods, self.bottlenecks, self.tiers
+        for b in self.s.bottlenecks:
+            self.refs(b.id, "signature predicate", b.signature, preds, "undefined_predicate")
+            self.refs(b.id, "forced_by predicate", b.forced_by, preds, "undefined_predicate")
+            self.refs(b.id, "metric field", b.metrics, self.fields, "undefined_field")
+        for t in self.s.tiers:
+            self.refs(t.id, "tier field", [t.field], self.fields, "undefined_field")
+        for c in self.s.cases:
+            if c.bottleneck is not None:
+                self.refs(c.id, "bottleneck", [c.bottleneck], bns, "undefined_bottleneck")
+            self.refs(c.id, "tier", c.tiers, tiers, "undefined_tier")
+            self.refs(c.id, "predicate", [*c.when, *c.unless], preds, "undefined_predicate")
+            self.refs(c.id, "method", c.methods, meths, "undefined_method")
+        for v in self.s.vetoes:
+            self.refs(v.id, "predicate", v.when, preds, "undefined_predicate")
+            self.refs(v.id, "method", v.methods, meths, "undefined_method")
+            known_tags = {t for m in self.s.methods for t in m.tags}
+            self.refs(v.id, "tag (no method carries it)", v.tags, known_tags, "unknown_tag", "warning")
+        for m in self.s.methods:
+            self.refs(m.id, "required predicate", m.requires, preds, "undefined_predicate")
+            self.refs(m.id, "bottleneck", m.bottlenecks, bns, "undefined_bottleneck")
+            self.refs(m.id, "expected effect field", [e.field for e in m.expected_effects], self.fields,
+                      "undefined_field")
+            self._structures(m.id, m.structures)
+        for d in self.s.docs:
+            self.refs(d.id, "method", [d.method], meths, "undefined_method")
+            self.refs(d.id, "bottleneck", d.bottlenecks, bns, "undefined_bottleneck")
+            self.refs(d.id, "tier", d.tiers, tiers, "undefined_tier")
+            self._structures(d.id, d.structures)
+
+    def _structures(self, obj_id: str, values: list[int]) -> bool:
+        domain = set(self.structures())
+        bad = [s for s in values if s not in domain]
+        for s in bad:
+            self.add("error", obj_id, f"{obj_id}: structure {s} is outside the domain {sorted(domain)}",
+                     "structure_domain")
+        return not bad
+
+    def cases_reachable(self) -> None:
+        for c in self.s.cases:
+            if not self._structures(c.id, c.structures):
+                self.add("error", c.id, f"{c.id}: case can never match (structure outside the domain)", "never_matches")
+            both = sorted(set(c.when) & set(c.unless))
+            for p in both:
+                self.add("error", c.id, f"{c.id}: predicate {p!r} is in both 'when' and 'unless': the case can "
+                                        "never match", "never_matches")
+            bad_symbols = [p for p in c.when if p in self.pred_names and self.pred_names[p] - set(self.fields)]
+            for p in bad_symbols:
+                self.add("error", c.id, f"{c.id}: 'when' predicate {p!r} names unknown symbols: the case can never "
+                                        "match", "never_matches")
+            self._contradictions(c.id, c.when, c.structures)
+        for b in self.s.bottlenecks:
+            self._contradictions(b.id, b.signature, [], what="bottleneck signature")
+
+    def _contradictions(self, obj_id: str, pred_ids: list[str], structures: list[int],
+                        what: str = "case") -> None:
+        cons: dict[str, Constraint] = defaultdict(Constraint)
+        for pid in pred_ids:
+            p = self.predicates.get(pid)
+            if p is None:
+                continue
+            for name, op, value in simple_constraints(p.expr):
+                c = cons[name]
+                _apply(c, op, value)
+                c.sources.append(pid)
+        if structures and STRUCTURE_FIELD in cons:
+            cons[STRUCTURE_FIELD].restrict(set(structures))
+            cons[STRUCTURE_FIELD].sources.append("structures")
+        for name, c in cons.items():
+            f = self.fields.get(name)
+            if f is not None:
+                if f.min is not None:
+                    c.add_lo(f.min, True)
+                if f.max is not None:
+                    c.add_hi(f.max, True)
+                if f.domain:
+                    c.restrict(set(f.domain))
+            if c.empty():
+                srcs = ", ".join(dict.fromkeys(c.sources))
+                self.add("error", obj_id, f"{obj_id}: {what} can never match: the conditions on {name!r} "
+                                          f"({srcs}) contradict each other or the field's range", "never_matches")
+
+    def tier_layout(self) -> None:
+        by_field: dict[str, list] = defaultdict(list)
+        for t in self.s.tiers:
+            by_field[t.field].append(t)
+        for fid, tiers in by_field.items():
+            ordered = sorted(tiers, key=lambda t: (-math.inf if t.lower is None else t.lower,
+                                                   math.inf if t.upper is None else t.upper))
+            f = self.fields.get(fid)
+            lo_bound = f.min if f is not None and f.min is not None else None
+            hi_bound = f.max if f is not None and f.max is not None else None
+            first, last = ordered[0], ordered[-1]
+            if first.lower is not None and (lo_bound is None or first.lower > lo_bound):
+                self.add("warning", first.id, f"tiers on {fid!r}: values below {first.lower:g} fall in no tier",
+                         "tier_gap")
+            if last.upper is not None and (hi_bound is None or last.upper <= hi_bound):
+                self.add("warning", last.id, f"tiers on {fid!r}: values from {last.upper:g} up fall in no tier",
+                         "tier_gap")
+            for a, b in zip(ordered, ordered[1:], strict=False):
+                a_hi = math.inf if a.upper is None else a.upper
+                b_lo = -math.inf if b.lower is None else b.lower
+                if a_hi > b_lo:
+                    self.add("error", b.id, f"tiers {a.id!r} and {b.id!r} overlap on {fid!r}", "tier_overlap")
+                elif a_hi < b_lo:
+                    self.add("warning", b.id, f"tiers on {fid!r}: gap between {a_hi:g} and {b_lo:g}", "tier_gap")
+
+    def unused(self) -> None:
+        used: set[str] = set()
+        for c in self.s.cases:
+            used |= set(c.when) | set(c.unless)
+        for v in self.s.vetoes:
+            used |= set(v.when)
+        for b in self.s.bottlenecks:
+            used |= set(b.signature) | set(b.forced_by)
+        for m in self.s.methods:
+            used |= set(m.requires)
+        for p in self.s.predicates:
+            if p.id not in used:
+                self.add("warning", p.id, f"{p.id}: predicate is never used", "unused_predicate")
+        permitted = {m for c in self.s.cases for m in c.methods}
+        for m in self.s.methods:
+            if m.id not in permitted:
+                self.add("warning", m.id, f"{m.id}: no case permits this method", "method_never_permitted")
+
+    def coverage(self) -> list[CoverageRow]:
+        structures = self.structures()
+        tiers = sorted(self.s.tiers, key=lambda t: (t.order, t.id))
+        tier_ids = [t.id for t in tiers] or ["any"]
+        rows: list[CoverageRow] = []
+        for b in sorted(self.s.bottlenecks, key=lambda b: (b.priority, b.id)):
+            cases = [c for c in self.s.cases if c.bottleneck == b.id and not c.fallback]
+            for tid in tier_ids:
+                counts = {s: sum(1 for c in cases if (not c.tiers or tid in c.tiers)
+                                 and (not c.structures or s in c.structures)) for s in structures}
+                rows.append(CoverageRow(bottleneck=b.id, tier=tid, counts=counts))
+                missing = [s for s, n in counts.items() if n == 0]
+                if missing:
+                    self.add("warning", b.id, f"coverage hole: bottleneck {b.id!r}, tier {tid!r}, structures "
+                                              f"{missing} have no case (the fallback applies)", "coverage_hole")
+        return rows
+
+
+def lint(skills: SkillSet, load_issues: list[LoadIssue] | None = None) -> LintReport:
+    """Run every check; ``load_issues`` (from the loader) become error findings first."""
+    report = _Linter(skills).run()
+    if load_issues:
+        extra = [Finding(severity="error", file=i.location.file, line=i.location.line, message=i.message,
+                         code=i.code) for i in load_issues]
+        report.findings[:0] = extra
+    return report
