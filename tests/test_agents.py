@@ -1,0 +1,113 @@
+"""Agent roles: code extraction, strict templates, the planner's re-ask and fallback, the reviewer's checks."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import jinja2
+import pytest
+
+from kernelskill.config import LLMSettings
+from kernelskill.pipeline.agents import ROLES, Agents, extract_code, messages_for, render
+from kernelskill.pipeline.llm import LLMClient
+from tests.openai_test_server import ScriptedOpenAI
+from tests.test_loop_helpers import TASK, kernel
+
+CODE = kernel("speedup=1.0")
+PERMITTED = [{"id": "coalesced_access", "name": "Coalesced access", "guidance": "g1"},
+             {"id": "kernel_fusion", "name": "Kernel fusion", "guidance": "g2"}]
+QUERY = {"tier": "H", "bottleneck": "memory_bandwidth", "static_only": False, "forbidden": [],
+         "case": {"id": "c1", "title": "t", "rationale": "r"}}
+MEMORY = {"attempts": [], "repairs": [], "total_attempts": 0}
+
+
+def test_extracts_the_block_that_defines_modelnew() -> None:
+    helper = "```python\nimport torch\nx = 1\n```\n"
+    cuda = "```cuda\n__global__ void k() {}\n```\n"
+    assert extract_code(f"Plan first.\n{helper}Then:\n```python\n{CODE}```\nDone.")[0] == CODE
+    assert extract_code(f"```\n{CODE}```")[0] == CODE  # no language tag
+    assert extract_code(f"{cuda}```py\n{CODE}```")[0] == CODE
+    older = CODE.replace("speedup=1.0", "speedup=0.5")
+    assert extract_code(f"```python\n{older}```\nbetter:\n```python\n{CODE}```")[0] == CODE  # the last one
+    assert extract_code(f"```python\n{CODE}")[0] == CODE  # the fence was never closed (truncated answer)
+    assert extract_code(CODE)[0] == CODE  # bare code without any fence
+    assert extract_code(helper) == (None, "no code block defines class ModelNew")
+    assert extract_code("") == (None, "the answer was empty")
+    code, reason = extract_code("```python\nclass ModelNew(torch.nn.Module):\n    def forward(self x):\n```")
+    assert code is None and reason.startswith("the code does not parse: line 2")
+
+
+def test_templates_are_strict_and_every_role_renders() -> None:
+    ctx = {"task_source": TASK, "kernel_source": CODE, "gpu": {"name": "H200", "arch": "sm_90", "notes": ""},
+           "memory": MEMORY, "failure": {"status": "mismatch", "message": "max abs diff 3.2", "build_log": ""},
+           "diagnosis": {"root_cause": "rc", "fix": "fx"}, "parent_speedup": 1.5, "query": QUERY,
+           "permitted": PERMITTED, "filtered": {}, "forbidden": [], "rejection": "",
+           "method": PERMITTED[0], "plan": {"plan": "p"}, "candidate": {"step": "r01.x", "branch": "optimize",
+                                                                       "method": "m"},
+           "result": {"status": "ok", "correct": True, "speedup": 2.0, "candidate_ms": 1.0,
+                      "candidate_iqr_ms": 0.1, "baseline_ms": 2.0}, "parent": None}
+    for role in ROLES:
+        msgs = messages_for(role, **ctx)
+        assert msgs[0]["role"] == "system" and msgs[1]["content"].strip()
+    assert "1. `coalesced_access`" in messages_for("planner", **ctx)[1]["content"]
+    with pytest.raises(jinja2.UndefinedError):
+        render("planner.j2", task_source=TASK)
+
+
+def agents(server: ScriptedOpenAI, tmp_path: Path) -> Agents:
+    settings = LLMSettings(base_url=server.base_url, api_key="sk-test", model="m", backoff_s=0.01)
+    return Agents(LLMClient.from_settings(settings, run_dir=tmp_path))
+
+
+def plan(a: Agents, **kw):
+    return a.plan(step="r01.plan", round_=1, task_source=TASK, kernel_source=CODE, parent_speedup=1.0,
+                  query=QUERY, permitted=PERMITTED, filtered={"split_k": "round 2: mismatch"}, memory=MEMORY, **kw)
+
+
+def test_planner_reask_with_reason_then_fallback(tmp_path: Path) -> None:
+    good = json.dumps({"method": "kernel_fusion", "plan": "fuse"})
+    with ScriptedOpenAI({"r01.plan.1": [json.dumps({"method": "split_k", "plan": "x"})],
+                         "r01.plan.2": [good]}) as server:
+        decision = plan(agents(server, tmp_path / "a"))
+        assert (decision.method, decision.asks, decision.fallback) == ("kernel_fusion", 2, False)
+        reask = server.requests[1]["messages"][-1]["content"]
+        assert "`split_k` was not offered again: it already failed on this parent (round 2: mismatch)" in reask
+    with ScriptedOpenAI({"r01.plan.1": ['{"method": "tensor_core_mma", "plan": "x"}'],
+                         "r01.plan.2": ["no idea"]}) as server:
+        decision = plan(agents(server, tmp_path / "b"))
+        assert decision.fallback and decision.method == "coalesced_access" and decision.asks == 2
+        assert "`tensor_core_mma` is not in the permitted list" in decision.rejections[0]
+        assert decision.rejections[1] == "no JSON object found"
+
+
+def test_code_role_reasks_once_then_gives_up(tmp_path: Path) -> None:
+    with ScriptedOpenAI({"r00.generate.1": ["```python\nprint(1)\n```"], "r00.generate.2": ["still nothing"]}) as s:
+        answer = agents(s, tmp_path).generate(step="r00.generate", round_=0, task_source=TASK, memory=MEMORY)
+        assert answer.code is None and answer.asks == 2 and answer.reason == "no code block defines class ModelNew"
+        assert "could not be used: no code block defines class ModelNew" in s.requests[1]["messages"][-1]["content"]
+
+
+def test_reviewer_is_checked_against_the_harness(tmp_path: Path) -> None:
+    parent = {"step": "r01.optimize", "result": {"speedup": 2.0, "candidate_ms": 1.0, "candidate_iqr_ms": 0.01}}
+    result = {"status": "ok", "correct": True, "speedup": 1.8, "candidate_ms": 1.1, "candidate_iqr_ms": 0.01,
+              "baseline_ms": 2.0}
+    cand = {"step": "r02.optimize", "branch": "optimize", "method": "m"}
+    with ScriptedOpenAI({"r02.review.1": ['{"accept": true, "reason": "looks good"}'],
+                         "r03.review.1": ['{"accept": false, "reason": "within noise"}'],
+                         "r04.review.1": ["?"], "r04.review.2": ["??"]}) as server:
+        a = agents(server, tmp_path)
+        slower = a.review(step="r02.review", round_=2, task_source=TASK, candidate=cand, result=result,
+                          parent=parent, memory=MEMORY)
+        assert not slower.accept and slower.by == "rule" and "1.800x <= parent 2.000x" in slower.reason
+        faster = dict(result, speedup=2.05)
+        vetoed = a.review(step="r03.review", round_=3, task_source=TASK, candidate=cand, result=faster,
+                          parent=parent, memory=MEMORY)
+        assert not vetoed.accept and vetoed.by == "reviewer"
+        ruled = a.review(step="r04.review", round_=4, task_source=TASK, candidate=cand, result=faster,
+                         parent=parent, memory=MEMORY)
+        assert ruled.accept and ruled.by == "rule"
+        wrong = a.review(step="r05.review", round_=5, task_source=TASK, candidate=cand,
+                         result={"status": "mismatch", "correct": False}, parent=parent, memory=MEMORY)
+        assert not wrong.accept and wrong.reason == "harness: mismatch"
+        assert server.steps() == ["r02.review.1", "r03.review.1", "r04.review.1", "r04.review.2"]
