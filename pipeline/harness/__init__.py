@@ -1,4 +1,16 @@
 """Compile, verify, time and profile candidate kernels in isolation.
 
 This package imports torch and the standard library only, so it runs on a bare GPU box.
+Entry points: :func:`evaluate`, :func:`build`, :func:`profile`, :class:`LocalEvaluator`.
 """
+
+from __future__ import annotations
+
+from .api import EvalJob, Evaluator, LocalEvaluator, build, build_many, evaluate, run_candidate
+from .profile import profile
+from .results import STATUSES, BuildResult, EvalConfig, EvalResult, ProfileResult
+
+__all__ = [
+    "STATUSES", "BuildResult", "EvalConfig", "EvalJob", "EvalResult", "Evaluator", "LocalEvaluator",
+    "ProfileResult", "build", "build_many", "evaluate", "profile", "run_candidate",
+]

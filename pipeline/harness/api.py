@@ -1,0 +1,279 @@
+"""The parent side of the harness: build candidates (in parallel, CPU only, cached by source hash),
+then evaluate them on the GPU, each in its own worker process.
+
+``evaluate(task, candidate, config)`` is the one-candidate entry point; :class:`LocalEvaluator`
+evaluates many (a scheduler thread per visible GPU, builds first on a CPU pool). Anything that
+offers ``submit(jobs) -> list[EvalResult]`` is an :class:`Evaluator` (a Ray backend can slot in).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import fcntl
+import json
+import logging
+import os
+import queue
+import threading
+import time
+from collections.abc import Sequence
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Protocol
+
+from kernelskill.errors import KernelskillError
+
+from .build import build_key, default_cache_root
+from .fastpath import default_arch
+from .loader import inspect_candidate, inspect_task
+from .results import (
+    COMPILE_ERROR,
+    OK,
+    OOM,
+    RUNTIME_ERROR,
+    TIMEOUT,
+    BuildResult,
+    EvalConfig,
+    EvalResult,
+    trim_log,
+)
+from .sandbox import WorkerOutcome, run_worker
+
+log = logging.getLogger(__name__)
+
+
+@dataclass
+class EvalJob:
+    task: str
+    candidate: str
+    config: EvalConfig | None = None
+    tag: str = ""
+
+
+class Evaluator(Protocol):
+    def submit(self, jobs: Sequence[EvalJob]) -> list[EvalResult]: ...
+
+
+def _cache_root(config: EvalConfig) -> Path:
+    root = Path(config.cache_dir).expanduser() if config.cache_dir else default_cache_root()
+    root.mkdir(parents=True, exist_ok=True)
+    return root
+
+
+def _build_env(config: EvalConfig, key: str) -> dict[str, str]:
+    root = _cache_root(config)
+    return {
+        "TORCH_EXTENSIONS_DIR": str(root / key / "ext"),
+        "KERNELSKILL_HARNESS_CUBIN_CACHE": str(root / "cubin"),
+        "TORCH_CUDA_ARCH_LIST": os.environ.get("TORCH_CUDA_ARCH_LIST", _arch_list(default_arch())),
+        "MAX_JOBS": os.environ.get("MAX_JOBS", "4"),
+    }
+
+
+def _arch_list(arch: str) -> str:
+    digits = arch.replace("sm_", "")
+    return f"{digits[:-1]}.{digits[-1]}" if len(digits) >= 2 else "9.0"
+
+
+def build(candidate: str | Path, config: EvalConfig | None = None) -> BuildResult:
+    """Build one candidate on the CPU (GPU hidden) into the folder of its source hash."""
+    cfg = config or EvalConfig()
+    path, source, kind = inspect_candidate(candidate)
+    key = build_key(source, arch=default_arch(), fast_headers=cfg.fast_headers)
+    folder = _cache_root(cfg) / key
+    folder.mkdir(parents=True, exist_ok=True)
+    record = folder / "build.json"
+    with open(folder / ".lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)  # one build per key at a time; the second waits and hits
+        if record.is_file():
+            data = json.loads(record.read_text())
+            return BuildResult(ok=data["ok"], key=key, cached=True, seconds=0.0, log=data.get("log", ""),
+                               message=data.get("message", ""), status=data.get("status", OK),
+                               deferred=data.get("deferred", False))
+        env = _build_env(cfg, key) | {"CUDA_VISIBLE_DEVICES": ""}
+        start = time.monotonic()
+        outcome = run_worker({"mode": "build", "candidate": str(path.resolve()), "kind": kind,
+                              "config": cfg.to_dict()}, timeout_s=cfg.build_timeout_s,
+                             max_rss_gb=cfg.max_rss_gb, env_extra=env)
+        seconds = time.monotonic() - start
+        res = outcome.result or {}
+        if outcome.timed_out:
+            br = BuildResult(ok=False, key=key, seconds=seconds, status=TIMEOUT,
+                             message=f"build exceeded {cfg.build_timeout_s:.0f} s",
+                             log=trim_log(outcome.stderr_tail))
+        elif not res:
+            br = BuildResult(ok=False, key=key, seconds=seconds, status=RUNTIME_ERROR,
+                             message=f"build worker died ({outcome.signal_name or outcome.returncode})",
+                             log=trim_log(outcome.stderr_tail))
+        else:
+            br = BuildResult(ok=bool(res.get("ok")), key=key, seconds=seconds, log=res.get("log", ""),
+                             message=res.get("message", ""), status=res.get("status", OK),
+                             deferred=bool(res.get("deferred")))
+        if br.status in (OK, COMPILE_ERROR):  # deterministic outcomes are cached
+            record.write_text(json.dumps(br.to_dict() | {"events": res.get("events", []),
+                                                         "fastpath": res.get("fastpath", [])}))
+        return br
+
+
+def build_many(candidates: Sequence[str | Path], config: EvalConfig | None = None,
+               jobs: int | None = None) -> list[BuildResult]:
+    """Build several candidates at once (CPU), before any GPU work."""
+    cfg = config or EvalConfig()
+    n = jobs or max(1, min(len(candidates), (os.cpu_count() or 2) * 3 // 4))
+    with ThreadPoolExecutor(max_workers=n) as pool:
+        return list(pool.map(lambda c: build(c, cfg), candidates))
+
+
+def _outcome_to_result(outcome: WorkerOutcome, cfg: EvalConfig, budget_s: float) -> EvalResult:
+    info = {"worker_seconds": round(outcome.seconds, 3), "worker_returncode": outcome.returncode,
+            "peak_rss_mb": outcome.peak_rss_mb}
+    if outcome.timed_out:
+        return EvalResult(status=TIMEOUT, message=f"no result within {budget_s:.0f} s (during {outcome.stage}); "
+                          "the worker's process group was killed", details=info | {"stage": outcome.stage})
+    if outcome.rss_killed:
+        return EvalResult(status=OOM, message=f"host memory above {cfg.max_rss_gb:g} GB (during {outcome.stage})",
+                          details=info | {"stage": outcome.stage})
+    res = outcome.result
+    if res is None:
+        tail = outcome.stderr_tail.lower()
+        sig = outcome.signal_name or f"exit code {outcome.returncode}"
+        status = RUNTIME_ERROR
+        if "illegal memory access" in tail or "illegal address" in tail:
+            status = "illegal_memory_access"
+        return EvalResult(status=status, message=f"worker died ({sig}) during {outcome.stage}",
+                          details=info | {"stage": outcome.stage, "stderr_tail": outcome.stderr_tail[-1500:]})
+    details = dict(res.get("details") or {})
+    details.update(info)
+    if outcome.returncode not in (0, None):
+        details["worker_exit"] = outcome.returncode
+    fields = {f.name for f in dataclasses.fields(EvalResult)}
+    data = {k: v for k, v in res.items() if k in fields and k != "details"}
+    data.setdefault("status", RUNTIME_ERROR)
+    return EvalResult(**data, details=details)
+
+
+def run_candidate(task: str | Path, candidate: str | Path, config: EvalConfig | None = None, *,
+                  built: BuildResult | None = None, gpu: int | None = None) -> EvalResult:
+    """The GPU phase for a candidate that has been built (or whose build is deferred)."""
+    cfg = config or EvalConfig()
+    tpath = inspect_task(task).path
+    cpath, source, kind = inspect_candidate(candidate)
+    if built is None:
+        built = build(cpath, cfg)
+    if not built.ok:
+        return EvalResult(status=built.status if built.status != OK else COMPILE_ERROR, message=built.message,
+                          build_log=built.log, details={"build_key": built.key, "build_cached": built.cached},
+                          task=str(task), candidate=str(candidate))
+    env = _build_env(cfg, built.key)
+    device = gpu if gpu is not None else cfg.device
+    if device is not None:
+        env["CUDA_VISIBLE_DEVICES"] = str(device)
+    budget = cfg.run_timeout_s + (cfg.build_timeout_s if built.deferred else 0.0)
+    outcome = run_worker({"mode": "evaluate", "task": str(tpath.resolve()), "candidate": str(cpath.resolve()),
+                          "kind": kind, "config": cfg.to_dict(), "device_type": _device_type()},
+                         timeout_s=budget, max_rss_gb=cfg.max_rss_gb, env_extra=env,
+                         keep_workdir=cfg.keep_workdir)
+    result = _outcome_to_result(outcome, cfg, budget)
+    result.task, result.candidate = str(task), str(candidate)
+    result.details.update(build_key=built.key, build_cached=built.cached, build_seconds=round(built.seconds, 3),
+                          build_deferred=built.deferred, device=device)
+    return result
+
+
+def _device_type() -> str:
+    forced = os.environ.get("KERNELSKILL_HARNESS_DEVICE")
+    if forced:
+        return forced
+    try:
+        import torch
+
+        return "cuda" if torch.cuda.is_available() else "cpu"
+    except ImportError:  # pragma: no cover
+        return "cpu"
+
+
+def evaluate(task: str | Path, candidate: str | Path, config: EvalConfig | None = None) -> EvalResult:
+    """Build (cached), check and time one candidate against its task, isolated in worker processes."""
+    cfg = config or EvalConfig()
+    inspect_task(task)  # a broken task is the user's error: raise
+    try:
+        built = build(candidate, cfg)
+    except KernelskillError as exc:  # a candidate that does not parse is a compile error, not a crash
+        return EvalResult(status=COMPILE_ERROR, message=str(exc), task=str(task), candidate=str(candidate))
+    return run_candidate(task, candidate, cfg, built=built)
+
+
+def visible_gpus() -> list[int]:
+    env = os.environ.get("CUDA_VISIBLE_DEVICES")
+    if env is not None and env.strip() == "":
+        return []
+    try:
+        import torch
+
+        n = torch.cuda.device_count()
+    except ImportError:  # pragma: no cover
+        n = 0
+    if env:
+        ids = [int(x) for x in env.split(",") if x.strip().isdigit()]
+        return ids[:n] if n else ids
+    return list(range(n))
+
+
+class LocalEvaluator:
+    """Builds every job on a CPU pool first, then runs them through one scheduler thread per GPU.
+
+    Each candidate runs in its own fresh worker process pinned to that GPU, so a sticky CUDA error or
+    a hang costs one job, never the queue. With no GPU, jobs run one at a time on the CPU device.
+    """
+
+    def __init__(self, config: EvalConfig | None = None, gpus: Sequence[int] | None = None,
+                 build_jobs: int | None = None) -> None:
+        self.config = config or EvalConfig()
+        self.gpus = list(gpus) if gpus is not None else visible_gpus()
+        self.build_jobs = build_jobs
+
+    def submit(self, jobs: Sequence[EvalJob]) -> list[EvalResult]:
+        cfgs = [j.config or self.config for j in jobs]
+        t0 = time.monotonic()
+        n = self.build_jobs or max(1, min(len(jobs), (os.cpu_count() or 2) * 3 // 4))
+        with ThreadPoolExecutor(max_workers=n) as pool:
+            builds = list(pool.map(lambda jc: _safe_build(jc[0].candidate, jc[1]), zip(jobs, cfgs, strict=True)))
+        build_wall = time.monotonic() - t0
+        results: list[EvalResult | None] = [None] * len(jobs)
+        todo: queue.Queue[int] = queue.Queue()
+        for i in range(len(jobs)):
+            todo.put(i)
+
+        def worker(gpu: int | None) -> None:
+            while True:
+                try:
+                    i = todo.get_nowait()
+                except queue.Empty:
+                    return
+                job, built = jobs[i], builds[i]
+                try:
+                    if isinstance(built, EvalResult):
+                        res = built
+                    else:
+                        res = run_candidate(job.task, job.candidate, cfgs[i], built=built, gpu=gpu)
+                except Exception as exc:  # noqa: BLE001 - a bad job never stops the queue
+                    res = EvalResult(status=RUNTIME_ERROR, message=f"{type(exc).__name__}: {exc}",
+                                     task=job.task, candidate=job.candidate)
+                res.details["tag"] = job.tag
+                res.details["build_phase_wall_s"] = round(build_wall, 3)
+                results[i] = res
+
+        threads = [threading.Thread(target=worker, args=(g,), name=f"ks-gpu-{g}") for g in (self.gpus or [None])]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+        return [r for r in results if r is not None]
+
+
+def _safe_build(candidate: str, cfg: EvalConfig) -> BuildResult | EvalResult:
+    try:
+        return build(candidate, cfg)
+    except Exception as exc:  # noqa: BLE001 - e.g. a candidate that does not parse
+        return EvalResult(status=COMPILE_ERROR, message=str(exc), candidate=str(candidate))

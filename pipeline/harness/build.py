@@ -1,0 +1,234 @@
+"""Building candidates: a build folder per source hash, lighter headers, a build log for the repairer.
+
+Inside a worker, :func:`install_build_hooks` replaces ``torch.utils.cpp_extension.load_inline`` (and
+``load``) before the candidate is imported, so candidates need no change:
+
+* the CUDA translation unit gets a light prelude (``ATen/core/Tensor.h`` plus the per-operator headers
+  of the ``torch::``/``at::`` functions it names) instead of ``torch/extension.h``/``torch/types.h``;
+  nvcc parsing the whole of ATen is most of a load_inline build (REFERENCE.md section 4);
+* the host unit (``main.cpp``: pybind bindings) uses torch's precompiled ``torch/extension.h`` when
+  that header has been precompiled on this box (:func:`prepare_pch`);
+* if the light build fails, the build is retried the way ``load_inline`` would do it (with
+  ``torch/types.h``), so a candidate never fails because of our rewrite.
+
+Compile failures raise :class:`CandidateBuildError` carrying the trimmed log.
+"""
+
+from __future__ import annotations
+
+import functools
+import hashlib
+import inspect
+import logging
+import os
+import re
+import time
+from pathlib import Path
+from typing import Any
+
+from .results import trim_log
+
+log = logging.getLogger(__name__)
+
+BUILD_VERSION = "1"
+
+#: every load_inline / load call of this process: name, route, seconds, ok
+BUILD_EVENTS: list[dict[str, Any]] = []
+
+
+class CandidateBuildError(RuntimeError):
+    def __init__(self, message: str, log_text: str) -> None:
+        super().__init__(message)
+        self.log = log_text
+
+
+def build_key(candidate_source: str, *, arch: str, fast_headers: bool, extra: str = "") -> str:
+    """The cache key of a candidate's build: its source and everything that changes the binary."""
+    try:
+        import torch
+
+        tv = torch.__version__
+    except ImportError:  # pragma: no cover
+        tv = "?"
+    blob = "\0".join([BUILD_VERSION, candidate_source, arch, str(fast_headers), tv, extra])
+    return hashlib.sha256(blob.encode()).hexdigest()[:24]
+
+
+def default_cache_root() -> Path:
+    return Path(os.environ.get("KERNELSKILL_HARNESS_BUILD_CACHE")
+                or Path.home() / ".cache" / "kernelskill" / "builds")
+
+
+# --- the light prelude -------------------------------------------------------------------------
+_HEAVY_INCLUDE_RE = re.compile(r'^[ \t]*#[ \t]*include[ \t]*[<"](torch/extension\.h|torch/types\.h|'
+                               r'torch/torch\.h|torch/all\.h|ATen/ATen\.h)[>"][^\n]*$', re.M)
+_FUNC_RE = re.compile(r"\b(?:torch|at)::(\w+)\s*(?:<[^<>()]*>)?\s*\(")
+_NEEDS_FULL_RE = re.compile(r"PYBIND11|pybind11|\bpy::|torch::nn\b|torch::optim\b|torch::jit\b|"
+                            r"torch::autograd\b|torch::data\b|torch::serialize\b|at::native\b")
+_BASE_PRELUDE = [
+    "#include <ATen/core/Tensor.h>",
+    "#include <ATen/Dispatch.h>",
+    "#include <c10/util/Exception.h>",
+    "#include <c10/core/ScalarType.h>",
+    "#include <cuda.h>",
+    "#include <cuda_runtime.h>",
+]
+
+
+@functools.lru_cache(maxsize=1)
+def _aten_ops_dir() -> Path | None:
+    try:
+        from torch.utils.cpp_extension import include_paths
+
+        for p in include_paths():
+            d = Path(p) / "ATen" / "ops"
+            if d.is_dir():
+                return d
+    except Exception:  # noqa: BLE001 - torch without headers: no light route
+        return None
+    return None
+
+
+def light_cuda_source(source: str) -> str | None:
+    """The CUDA unit with a light prelude, or None when the source needs the full headers."""
+    if _NEEDS_FULL_RE.search(source):
+        return None
+    ops_dir = _aten_ops_dir()
+    if ops_dir is None:
+        return None
+    body = _HEAVY_INCLUDE_RE.sub("", source)
+    names = sorted(set(_FUNC_RE.findall(body)))
+    includes = list(_BASE_PRELUDE)
+    for name in names:
+        if (ops_dir / f"{name}.h").is_file():
+            includes.append(f"#include <ATen/ops/{name}.h>")
+    if "TensorOptions" in body or "dtype(" in body or "options()" in body:
+        includes.append("#include <c10/core/TensorOptions.h>")
+    prelude = "\n".join(includes) + "\nnamespace torch { using namespace at; }\n"
+    return prelude + "#line 1\n" + body
+
+
+# --- precompiled header for main.cpp ------------------------------------------------------------
+def pch_ready() -> bool:
+    try:
+        from torch.utils import cpp_extension as ce
+
+        header = Path(ce.include_paths()[0]) / "torch" / "extension.h"
+        return Path(str(header) + ".gch").is_file()
+    except Exception:  # noqa: BLE001
+        return False
+
+
+def prepare_pch() -> tuple[bool, str]:
+    """Precompile torch/extension.h once on this box (torch's own mechanism). Returns (ok, message)."""
+    try:
+        from torch.utils import cpp_extension as ce
+
+        fn = getattr(ce, "_check_and_build_extension_h_precompiler_headers", None)
+        if fn is None:
+            return False, "this torch has no precompiled-header support"
+        start = time.perf_counter()
+        fn([], [])
+        return pch_ready(), f"precompiled torch/extension.h in {time.perf_counter() - start:.1f}s"
+    except Exception as exc:  # noqa: BLE001 - read-only site-packages, missing g++ ...
+        return False, f"no precompiled header: {exc}"
+
+
+# --- hooks ---------------------------------------------------------------------------------------
+def _as_list(value: Any) -> list[str]:
+    if value is None:
+        return []
+    if isinstance(value, str):
+        return [value]
+    return list(value)
+
+
+def _error_text(exc: BaseException) -> str:
+    text = str(exc)
+    out = getattr(exc, "output", None)
+    if isinstance(out, bytes | str):
+        text += "\n" + (out.decode("utf-8", "replace") if isinstance(out, bytes) else out)
+    return text
+
+
+def install_build_hooks(*, fast_headers: bool = True) -> None:
+    """Wrap load_inline / load in this process (the worker calls this before importing a candidate)."""
+    from torch.utils import cpp_extension as ce
+
+    if getattr(ce.load_inline, "_ks_wrapped", False):
+        return
+    original_inline = ce.load_inline
+    original_load = ce.load
+    sig = inspect.signature(original_inline)
+    use_pch = pch_ready()
+
+    def _failed_marker(name: str) -> Path:
+        root = Path(os.environ.get("TORCH_EXTENSIONS_DIR") or "/tmp")
+        return root / f".light_failed_{name}"
+
+    def load_inline(*args: Any, **kwargs: Any) -> Any:
+        bound = sig.bind(*args, **kwargs)
+        params = dict(bound.arguments)
+        name = params["name"]
+        cuda = _as_list(params.get("cuda_sources"))
+        light_ok = (fast_headers and cuda and not params.get("no_implicit_headers")
+                    and not _failed_marker(name).exists())
+        light = [light_cuda_source(src) for src in cuda] if light_ok else []
+        if light and all(s is not None for s in light):
+            attempt = dict(params)
+            attempt["name"] = f"{name}_l"
+            attempt["cuda_sources"] = light
+            attempt["cpp_sources"] = ["#include <torch/extension.h>", *_as_list(params.get("cpp_sources"))]
+            attempt["no_implicit_headers"] = True
+            attempt["verbose"] = False
+            if use_pch and not params.get("extra_cflags") and not params.get("extra_include_paths"):
+                attempt["use_pch"] = True
+            start = time.perf_counter()
+            try:
+                mod = original_inline(**attempt)
+                BUILD_EVENTS.append({"name": name, "route": "light" + ("+pch" if attempt.get("use_pch") else ""),
+                                     "seconds": round(time.perf_counter() - start, 3), "ok": True})
+                return mod
+            except Exception as exc:  # noqa: BLE001 - fall back to the standard route
+                BUILD_EVENTS.append({"name": name, "route": "light", "ok": False,
+                                     "seconds": round(time.perf_counter() - start, 3),
+                                     "log": trim_log(_error_text(exc), 2000)})
+                log.info("light build of %s failed, retrying with the standard headers", name)
+                try:
+                    _failed_marker(name).parent.mkdir(parents=True, exist_ok=True)
+                    _failed_marker(name).touch()
+                except OSError:
+                    pass
+        std = dict(params)
+        std["cuda_sources"] = [_HEAVY_INCLUDE_RE.sub("#include <torch/types.h>", s)
+                               if fast_headers and not _NEEDS_FULL_RE.search(s) else s for s in cuda] or None
+        std["verbose"] = False
+        start = time.perf_counter()
+        try:
+            mod = original_inline(**std)
+        except Exception as exc:  # noqa: BLE001
+            BUILD_EVENTS.append({"name": name, "route": "standard", "ok": False,
+                                 "seconds": round(time.perf_counter() - start, 3)})
+            text = _error_text(exc)
+            raise CandidateBuildError(f"load_inline({name!r}) failed to build", trim_log(text)) from exc
+        BUILD_EVENTS.append({"name": name, "route": "standard", "ok": True,
+                             "seconds": round(time.perf_counter() - start, 3)})
+        return mod
+
+    def load(*args: Any, **kwargs: Any) -> Any:
+        start = time.perf_counter()
+        name = kwargs.get("name", args[0] if args else "?")
+        try:
+            mod = original_load(*args, **kwargs)
+        except Exception as exc:  # noqa: BLE001
+            BUILD_EVENTS.append({"name": name, "route": "load", "ok": False,
+                                 "seconds": round(time.perf_counter() - start, 3)})
+            raise CandidateBuildError(f"load({name!r}) failed to build", trim_log(_error_text(exc))) from exc
+        BUILD_EVENTS.append({"name": name, "route": "load", "ok": True,
+                             "seconds": round(time.perf_counter() - start, 3)})
+        return mod
+
+    load_inline._ks_wrapped = True  # type: ignore[attr-defined]
+    load._ks_wrapped = True  # type: ignore[attr-defined]
+    ce.load_inline = load_inline
+    ce.load = load

@@ -1,0 +1,489 @@
+"""The GPU phase of one candidate, run inside a worker process (see :mod:`.worker`).
+
+Order: reference built (seed 42) -> tamper snapshot -> candidate imported and built (seed 42) ->
+first forward under the op recorder (anti-cheat on ops, outputs, aliasing) -> pointer-cache probe ->
+correctness trials with fresh seeds, both orders, poisoned memory -> determinism re-runs -> second
+shape set -> float64 precision check -> tamper check -> interleaved timing with the wall-clock
+cross-check and the speed-of-light floor.
+"""
+
+from __future__ import annotations
+
+import copy
+import logging
+import math
+import statistics
+import time
+from collections.abc import Sequence
+from typing import Any
+
+import torch
+
+from . import timing  # binds the timing functions before any candidate is imported
+from .checks import OpRecorder, Tamper, aliases_inputs, judge_ops, output_problems
+from .compare import compare_outputs, flatten_outputs, max_normalized_error
+from .results import EvalConfig
+from .worker import Stage, classify_exception
+
+log = logging.getLogger(__name__)
+
+L2_BYTES = 60 * 2**20
+
+
+class _Stop(Exception):
+    """Ends the evaluation early with a result."""
+
+    def __init__(self, result: dict[str, Any]) -> None:
+        super().__init__(result.get("message", ""))
+        self.result = result
+
+
+def _to_device(values: Sequence[Any], device: torch.device) -> list[Any]:
+    return [v.to(device) if isinstance(v, torch.Tensor) else v for v in values]
+
+
+def _clone(values: Sequence[Any]) -> list[Any]:
+    return [v.clone() if isinstance(v, torch.Tensor) else copy.deepcopy(v) for v in values]
+
+
+def _float_dtypes(values: Sequence[Any]) -> set[torch.dtype]:
+    return {v.dtype for v in values if isinstance(v, torch.Tensor) and v.is_floating_point()}
+
+
+class Evaluation:
+    def __init__(self, req: dict[str, Any], stage: Stage) -> None:
+        self.req = req
+        self.stage = stage
+        self.config = EvalConfig.from_dict(req["config"])
+        self.sticky = False
+        self.details: dict[str, Any] = {}
+        if torch.cuda.is_available() and req.get("device_type", "cuda") == "cuda":
+            self.device = torch.device("cuda", 0)  # the parent set CUDA_VISIBLE_DEVICES
+            torch.cuda.set_device(self.device)
+        else:
+            self.device = torch.device("cpu")
+        self.cuda = self.device.type == "cuda"
+
+    # --- helpers -------------------------------------------------------------------------------
+    def sync(self) -> None:
+        if self.cuda:
+            timing._sync()
+
+    def call(self, model: Any, inputs: Sequence[Any], what: str) -> Any:
+        """Run candidate code; an exception becomes the result's failure class."""
+        try:
+            out = model(*inputs)
+            self.sync()
+            return out
+        except _Stop:
+            raise
+        except BaseException as exc:  # noqa: BLE001
+            status, message, sticky, build_log = classify_exception(exc)
+            self.sticky = self.sticky or sticky
+            raise _Stop({"status": status, "correct": False, "build_log": build_log,
+                         "message": f"{message} (in {what})"}) from exc
+
+    def fresh_inputs(self, seed: int, alt: bool = False) -> list[Any]:
+        torch.manual_seed(seed)
+        if alt:
+            values = self.alt_get_inputs()
+        else:
+            values = self.task.get_inputs()
+        return _to_device(list(values), self.device)
+
+    def poison(self, nbytes: list[int]) -> None:
+        """Fill the caching allocator's free blocks of the output sizes (and a big one) with NaN."""
+        if not self.cuda:
+            return
+        blocks = []
+        for n in nbytes:
+            for _ in range(3):
+                blocks.append(torch.full((max(1, n // 4),), float("nan"), dtype=torch.float32,
+                                         device=self.device))
+        free, _total = torch.cuda.mem_get_info(self.device)
+        big = int(min(free * 0.2, 2 * 2**30)) // 4
+        if big > 0:
+            blocks.append(torch.full((big,), float("nan"), dtype=torch.float32, device=self.device))
+        self.sync()
+        del blocks
+
+    def cheat(self, check: str, message: str, **extra: Any) -> None:
+        raise _Stop({"status": "cheat", "correct": False, "message": f"{check}: {message}",
+                     "details": {"cheat_check": check, **extra}})
+
+    # --- stages --------------------------------------------------------------------------------
+    def run(self) -> dict[str, Any]:
+        try:
+            with torch.no_grad():
+                result = self._run()
+        except _Stop as stop:
+            result = stop.result
+        details = result.setdefault("details", {})
+        for k, v in self.details.items():
+            details.setdefault(k, v)
+        return result
+
+    def _run(self) -> dict[str, Any]:
+        from .build import BUILD_EVENTS, install_build_hooks
+        from .fastpath import BUILD_STATS
+        from .loader import load_candidate, load_task
+
+        cfg = self.config
+        torch.backends.cuda.matmul.allow_tf32 = False
+        torch.backends.cudnn.allow_tf32 = False
+        torch.set_float32_matmul_precision("highest")
+
+        self.stage("load_task")
+        self.task = load_task(self.req["task"])
+        init = _to_device(list(self.task.get_init_inputs()), self.device)
+        self.stage("build_reference")
+        torch.manual_seed(cfg.seed)
+        ref_model = self.task.Model(*copy.deepcopy(init)).to(self.device)
+
+        self.stage("reference_forward")
+        x0 = self.fresh_inputs(cfg.seed)
+        rec_ref = OpRecorder()
+        with rec_ref:
+            ref0 = ref_model(*_clone(x0))
+        self.sync()
+        ref_out0 = flatten_outputs(ref0)
+        out_bytes = [o.numel() * o.element_size() for o in ref_out0 if isinstance(o, torch.Tensor)]
+        ref_x = _clone(x0)
+        ref_alias = aliases_inputs(flatten_outputs(ref_model(*ref_x)), ref_x)
+        in_dtypes = _float_dtypes(x0) | _float_dtypes(ref_out0)
+        task_fp32 = bool(in_dtypes) and in_dtypes <= {torch.float32}
+        self.details["task_dtype"] = ("fp32" if task_fp32 else "mixed" if len(in_dtypes) > 1
+                                      else str(next(iter(in_dtypes), "none")).replace("torch.", ""))
+        self.details["reference_ops"] = dict(rec_ref.record.ops)
+
+        # ---- candidate import and build (tamper snapshot first) ----
+        tamper = Tamper.snapshot()
+        self.stage("import_candidate")
+        install_build_hooks(fast_headers=cfg.fast_headers)
+        t0 = time.perf_counter()
+        try:
+            model_cls = load_candidate(self.req["candidate"], self.req["kind"])
+        except BaseException as exc:  # noqa: BLE001
+            status, message, sticky, build_log = classify_exception(exc)
+            self.sticky = sticky
+            return {"status": status, "correct": False, "message": f"{message} (importing the candidate)",
+                    "build_log": build_log, "details": {"build_events": BUILD_EVENTS}}
+        self.details["import_s"] = round(time.perf_counter() - t0, 3)
+        self.details["build_events"] = BUILD_EVENTS
+        self.details["fastpath_builds"] = BUILD_STATS
+        found = tamper.check()
+        if found:
+            self.cheat(*found, when="after import")
+
+        self.stage("construct_candidate")
+        torch.manual_seed(cfg.seed)
+        try:
+            cand_model = model_cls(*copy.deepcopy(init))
+            if isinstance(cand_model, torch.nn.Module):
+                cand_model = cand_model.to(self.device)
+        except BaseException as exc:  # noqa: BLE001
+            status, message, sticky, build_log = classify_exception(exc)
+            self.sticky = sticky
+            return {"status": status, "correct": False, "message": f"{message} (constructing ModelNew)",
+                    "build_log": build_log}
+
+        # ---- first forward: ops, output type, aliasing ----
+        self.stage("first_forward")
+        cx = _clone(x0)
+        pristine = _clone(x0)
+        self.poison(out_bytes)
+        rec_c = OpRecorder()
+        with rec_c:
+            out0 = self.call(cand_model, cx, "the first candidate forward")
+        self.details["candidate_ops"] = dict(rec_c.record.ops)
+        flat0 = flatten_outputs(out0)
+        found = output_problems(flat0, cx, reference_aliases=ref_alias)
+        if found:
+            self.cheat(*found)
+        cmp = compare_outputs(ref0, out0, cfg)
+        if not cmp.ok:
+            raise _Stop({"status": cmp.status, "correct": False, "message": f"trial 0: {cmp.message}",
+                         "details": cmp.details | {"trial": 0}})
+        found = judge_ops(rec_ref.record, rec_c.record, policy=cfg.library_policy, task_is_fp32=task_fp32)
+        if found:
+            self.cheat(*found)
+        ref_mutates = any(isinstance(a, torch.Tensor) and not torch.equal(a, b)
+                          for a, b in zip(ref_x, x0, strict=True))
+        if not ref_mutates and any(isinstance(a, torch.Tensor) and not torch.equal(a, b)
+                                   for a, b in zip(cx, pristine, strict=True)):
+            self.cheat("input_mutated", "candidate wrote into its input tensors")
+        del pristine
+
+        # ---- pointer-keyed cache probe: same tensors, new values ----
+        self.stage("pointer_probe")
+        new_vals = self.fresh_inputs(cfg.seed + 1000)
+        for dst, src in zip(cx, new_vals, strict=True):
+            if isinstance(dst, torch.Tensor):
+                dst.copy_(src)
+        ref_new = ref_model(*_clone(new_vals))
+        self.poison(out_bytes)
+        out_same = self.call(cand_model, cx, "the pointer-cache probe")
+        cmp = compare_outputs(ref_new, out_same, cfg)
+        if not cmp.ok:
+            stale = compare_outputs(out0, out_same, cfg).ok and not compare_outputs(ref0, ref_new, cfg).ok
+            if stale:
+                self.cheat("pointer_cache", "candidate returned its previous output for the same input "
+                           "pointers after the input values changed")
+            raise _Stop({"status": cmp.status, "correct": False,
+                         "message": f"same-pointer trial: {cmp.message}", "details": cmp.details})
+        del out0, out_same, ref_new, cx, new_vals, ref0
+
+        # ---- correctness trials: fresh seeds, both orders, poisoned outputs ----
+        worst: dict[str, float] = {}
+        last_inputs: list[Any] = []
+        last_out: Any = None
+        for trial in range(cfg.correctness_trials):
+            self.stage(f"correctness_trial_{trial}")
+            xs = self.fresh_inputs(cfg.seed + 1 + trial)
+            rx, cx = _clone(xs), _clone(xs)
+            if trial % 2 == 0:
+                ref_o = ref_model(*rx)
+                self.sync()
+                self.poison(out_bytes)
+                cand_o = self.call(cand_model, cx, f"correctness trial {trial}")
+            else:
+                self.poison(out_bytes)
+                cand_o = self.call(cand_model, cx, f"correctness trial {trial}")
+                ref_o = ref_model(*rx)
+                self.sync()
+            cmp = compare_outputs(ref_o, cand_o, cfg)
+            if not cmp.ok:
+                raise _Stop({"status": cmp.status, "correct": False,
+                             "message": f"trial {trial + 1} (seed {cfg.seed + 1 + trial}, "
+                             f"{'reference' if trial % 2 == 0 else 'candidate'} first): {cmp.message}",
+                             "details": cmp.details | {"trial": trial + 1}})
+            for k, v in cmp.details.items():
+                if isinstance(v, float):
+                    worst[k] = max(worst.get(k, 0.0), v)
+            last_inputs, last_out = xs, (ref_o, cand_o)
+            del rx, cx
+        self.details["errors"] = worst
+
+        # ---- determinism re-runs on identical inputs ----
+        self.stage("determinism")
+        ref_o, first = last_out
+        tight = copy.copy(cfg)
+        float_outs = [o for o in flatten_outputs(ref_o) if isinstance(o, torch.Tensor) and o.is_floating_point()]
+        out_dtype = str(float_outs[0].dtype).replace("torch.", "") if float_outs else "float32"
+        tight.atol, tight.rtol = (t * 0.1 for t in cfg.tolerance(out_dtype))
+        bitwise = True
+        for r in range(cfg.determinism_reruns):
+            self.poison(out_bytes)
+            again = self.call(cand_model, _clone(last_inputs), f"determinism re-run {r + 1}")
+            for a, b in zip(flatten_outputs(first), flatten_outputs(again), strict=False):
+                if isinstance(a, torch.Tensor) and isinstance(b, torch.Tensor) and a.shape == b.shape:
+                    bitwise = bitwise and torch.equal(a, b)
+            cmp = compare_outputs(first, again, tight)
+            if not cmp.ok:
+                raise _Stop({"status": "nondeterministic", "correct": False,
+                             "message": f"re-run {r + 1} on identical inputs differs: {cmp.message}",
+                             "details": cmp.details})
+            del again
+        self.details["bitwise_deterministic"] = bitwise
+
+        # ---- second shape set ----
+        if cfg.alt_shapes and self.has_alt():
+            self.stage("alt_shapes")
+            xs = self.fresh_inputs(cfg.seed + 77, alt=True)
+            ref_a = ref_model(*_clone(xs))
+            self.sync()
+            self.poison([o.numel() * o.element_size() for o in flatten_outputs(ref_a)
+                         if isinstance(o, torch.Tensor)])
+            cand_a = self.call(cand_model, _clone(xs), "the second shape set")
+            cmp = compare_outputs(ref_a, cand_a, cfg)
+            if not cmp.ok:
+                raise _Stop({"status": cmp.status, "correct": False,
+                             "message": f"second shape set ({self.alt_description}): {cmp.message}",
+                             "details": cmp.details | {"failed_on": "alt_shapes"}})
+            self.details["alt_shapes"] = self.alt_description
+            del ref_a, cand_a, xs
+
+        # ---- precision: against a float64 reference (fp32 tasks) ----
+        if cfg.check_fp64 and task_fp32:
+            self.stage("precision_fp64")
+            self.precision_check(ref_model, last_inputs, ref_o, first)
+
+        self.stage("tamper_check")
+        found = tamper.check()
+        if found:
+            self.cheat(*found, when="after the candidate's forwards")
+        del last_out, ref_o, first
+
+        result: dict[str, Any] = {"status": "ok", "correct": True, "message": "correct"}
+        if cfg.time:
+            self.stage("timing")
+            result.update(self.time_models(ref_model, cand_model, last_inputs))
+        return result
+
+    # --- second shape set ----------------------------------------------------------------------
+    def has_alt(self) -> bool:
+        if hasattr(self.task, "get_inputs_alt"):
+            self.alt_description = "get_inputs_alt()"
+            return True
+        batch = getattr(self.task, "batch_size", None)
+        if isinstance(batch, int) and batch >= 2:
+            new = max(1, int(batch * self.config.alt_batch_scale))
+            if new != batch:
+                self.alt_description = f"batch_size {batch} -> {new}"
+                return True
+        return False
+
+    def alt_get_inputs(self) -> list[Any]:
+        if hasattr(self.task, "get_inputs_alt"):
+            return list(self.task.get_inputs_alt())
+        batch = self.task.batch_size
+        self.task.batch_size = max(1, int(batch * self.config.alt_batch_scale))
+        try:
+            return list(self.task.get_inputs())
+        finally:
+            self.task.batch_size = batch
+
+    # --- precision -----------------------------------------------------------------------------
+    def precision_check(self, ref_model: Any, inputs: list[Any], ref_out: Any, cand_out: Any) -> None:
+        try:
+            m64 = copy.deepcopy(ref_model).double()
+            x64 = [v.double() if isinstance(v, torch.Tensor) and v.is_floating_point() else v
+                   for v in _clone(inputs)]
+            out64 = m64(*x64)
+            self.sync()
+        except Exception as exc:  # noqa: BLE001 - a reference that has no float64 path: skip
+            self.details["fp64_check"] = f"skipped: {type(exc).__name__}: {str(exc)[:200]}"
+            return
+        e_ref = max_normalized_error(out64, ref_out)
+        e_cand = max_normalized_error(out64, cand_out)
+        self.details["fp64_error"] = {"reference": e_ref, "candidate": e_cand}
+        del m64, x64, out64
+        if e_cand > max(32 * e_ref, 2e-5):
+            self.cheat("precision_downcast", f"candidate error against a float64 reference is {e_cand:.3g}, "
+                       f"the fp32 reference's is {e_ref:.3g}: the candidate computes in lower precision "
+                       "(fp16/bf16/tf32) inside a fp32 task")
+
+    # --- timing --------------------------------------------------------------------------------
+    def time_models(self, ref_model: Any, cand_model: Any, inputs: list[Any]) -> dict[str, Any]:
+        cfg = self.config
+        in_bytes = timing.tensor_bytes(inputs)
+        budget = (torch.cuda.mem_get_info(self.device)[0] * 0.25) if self.cuda else 4 * 2**30
+        n_rot = max(1, min(cfg.rotate_inputs, int(budget // max(1, 2 * in_bytes))))
+        sets = {"reference": [_clone(inputs) for _ in range(n_rot)],
+                "candidate": [_clone(inputs) for _ in range(n_rot)]}
+        fns: dict[str, Any] = {"reference": lambda xs: ref_model(*xs), "candidate": lambda xs: cand_model(*xs)}
+        compile_note = None
+        if cfg.baseline == "compile":
+            try:
+                compiled = torch.compile(ref_model)
+                fns["compile"] = lambda xs: compiled(*xs)
+                sets["compile"] = [_clone(inputs) for _ in range(n_rot)]
+            except Exception as exc:  # noqa: BLE001
+                compile_note = f"torch.compile failed: {exc}"
+        flusher = timing.L2Flusher(self.device, cfg.l2_flush_mb) if self.cuda else None
+        try:
+            if self.cuda:
+                samples = timing.time_interleaved(fns, sets, trials=cfg.timing_trials, warmup=cfg.warmup,
+                                                  flusher=flusher)  # type: ignore[arg-type]
+            else:
+                samples = _time_cpu(fns, sets, cfg.timing_trials, cfg.warmup)
+        except _Stop:
+            raise
+        except BaseException as exc:  # noqa: BLE001
+            status, message, sticky, build_log = classify_exception(exc)
+            self.sticky = sticky
+            raise _Stop({"status": status, "correct": False, "message": f"{message} (while timing)"}) from exc
+        cand = samples["candidate"].summary()
+        ref = samples["reference"].summary()
+        out: dict[str, Any] = {
+            "candidate_ms": cand["median_ms"], "baseline_ms": ref["median_ms"],
+            "candidate_iqr_ms": cand["iqr_ms"], "baseline_iqr_ms": ref["iqr_ms"],
+            "speedup": ref["median_ms"] / cand["median_ms"] if cand["median_ms"] > 0 else None,
+        }
+        self.details["timing"] = {"candidate": cand, "reference": ref, "rotated_input_sets": n_rot,
+                                  "trials": cfg.timing_trials, "warmup": cfg.warmup}
+        if "compile" in samples:
+            comp = samples["compile"].summary()
+            out["compile_ms"] = comp["median_ms"]
+            self.details["timing"]["compile"] = comp
+            self.details["speedup_vs_compile"] = comp["median_ms"] / cand["median_ms"]
+        if compile_note:
+            self.details["compile_baseline"] = compile_note
+        if self.cuda:
+            suspect, info = timing.side_stream_suspect(samples["candidate"], samples["reference"],
+                                                       cfg.side_stream_factor)
+            self.details["wall_check"] = info
+            if suspect:
+                self.cheat("side_stream", f"CUDA events say {cand['median_ms']:.4g} ms but the wall clock "
+                           f"with a device synchronize says {info['wall_candidate_ms']:.4g} ms: work runs "
+                           "outside the timed stream", **info)
+            self.speed_of_light(inputs, ref_model, cand["median_ms"], in_bytes)
+        return out
+
+    def speed_of_light(self, inputs: list[Any], ref_model: Any, cand_ms: float, in_bytes: int) -> None:
+        with torch.no_grad():
+            outs = flatten_outputs(ref_model(*_clone(inputs)))
+        out_bytes = timing.tensor_bytes(outs)
+        moved = in_bytes + max(0, out_bytes - L2_BYTES)
+        flops = timing.count_flops(lambda: ref_model(*_clone(inputs)))
+        dtype = "float32" if self.details.get("task_dtype") == "fp32" else "bfloat16"
+        floor = timing.speed_of_light_ms(moved, flops, dtype)
+        self.details["speed_of_light"] = {"floor_ms": floor, "bytes": moved, "flops": flops,
+                                          "fraction_of_floor": floor / cand_ms if cand_ms > 0 else math.inf}
+        if floor >= 0.01 and cand_ms < self.config.sol_fail_fraction * floor:
+            self.cheat("speed_of_light", f"{cand_ms:.4g} ms is below half the speed-of-light floor "
+                       f"{floor:.4g} ms ({moved / 1e6:.1f} MB at 4.3 TB/s, {flops / 1e9:.1f} GFLOP)")
+
+
+def _time_cpu(fns: dict[str, Any], sets: dict[str, list[Any]], trials: int, warmup: int) -> dict[str, Any]:
+    for name, fn in fns.items():
+        for w in range(max(1, warmup)):
+            fn(sets[name][w % len(sets[name])])
+    samples = {n: timing.Samples([], []) for n in fns}
+    names = list(fns)
+    for i in range(trials):
+        for name in names if i % 2 == 0 else reversed(names):
+            t0 = timing._perf()
+            fns[name](sets[name][i % len(sets[name])])
+            ms = (timing._perf() - t0) * 1e3
+            samples[name].event_ms.append(ms)
+            samples[name].wall_ms.append(ms)
+    return samples
+
+
+def profile_target(req: dict[str, Any], stage: Stage) -> dict[str, Any]:
+    """One forward between cudaProfilerStart/Stop (after a warm-up), for ncu."""
+    from .build import install_build_hooks
+    from .loader import load_candidate, load_task
+
+    cfg = EvalConfig.from_dict(req["config"])
+    device = torch.device("cuda", 0)
+    torch.backends.cuda.matmul.allow_tf32 = False
+    torch.backends.cudnn.allow_tf32 = False
+    stage("load_task")
+    task = load_task(req["task"])
+    init = _to_device(list(task.get_init_inputs()), device)
+    torch.manual_seed(cfg.seed)
+    if req.get("target") == "reference":
+        model = task.Model(*init).to(device)
+    else:
+        install_build_hooks(fast_headers=cfg.fast_headers)
+        stage("import_candidate")
+        cls = load_candidate(req["candidate"], req["kind"])
+        model = cls(*init)
+        if isinstance(model, torch.nn.Module):
+            model = model.to(device)
+    torch.manual_seed(cfg.seed)
+    xs = _to_device(list(task.get_inputs()), device)
+    stage("warmup")
+    model(*xs)
+    torch.cuda.synchronize()
+    stage("profiled_forward")
+    torch.cuda.cudart().cudaProfilerStart()
+    model(*xs)
+    torch.cuda.synchronize()
+    torch.cuda.cudart().cudaProfilerStop()
+    return {"status": "ok", "correct": False, "message": "profiled one forward"}
+
+
+__all__ = ["Evaluation", "profile_target", "statistics"]

@@ -1,0 +1,107 @@
+"""Profile one forward of a candidate with Nsight Compute (every kernel, vendor ones included).
+
+``ncu --clock-control none --print-units base --csv --page raw --profile-from-start off`` around a
+worker that runs one warm-up forward and then one forward between cudaProfilerStart/Stop. Returns
+the raw CSV and the parsed rows; a missing counter permission (ERR_NVGPUCTRPERM) or a missing ncu
+gives a clear message instead of an exception.
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+import os
+import shutil
+from pathlib import Path
+
+from .api import _build_env, build
+from .loader import inspect_candidate, inspect_task
+from .results import EvalConfig, ProfileResult
+from .sandbox import run_worker
+
+#: the raw metrics behind REFERENCE.md section 2 (normalized names live in retrieval/field_map.yaml)
+METRICS: tuple[str, ...] = (
+    "gpu__dram_throughput.avg.pct_of_peak_sustained_elapsed",
+    "lts__throughput.avg.pct_of_peak_sustained_elapsed",
+    "l1tex__throughput.avg.pct_of_peak_sustained_active",
+    "sm__throughput.avg.pct_of_peak_sustained_elapsed",
+    "sm__warps_active.avg.pct_of_peak_sustained_active",
+    "launch__registers_per_thread",
+    "launch__occupancy_limit_registers",
+    "launch__occupancy_limit_shared_mem",
+    "launch__occupancy_limit_warps",
+    "gpu__time_duration.avg",
+    "smsp__warp_issue_stalled_long_scoreboard_per_warp_active.ratio",
+    "smsp__warp_issue_stalled_short_scoreboard_per_warp_active.ratio",
+    "smsp__warp_issue_stalled_no_instruction_per_warp_active.ratio",
+    "smsp__warp_issue_stalled_not_selected_per_warp_active.ratio",
+    "smsp__sass_branch_targets_threads_divergent.avg",
+    "smsp__sass_branch_targets_threads_uniform.avg",
+    "smsp__thread_inst_executed_pred_on_per_inst_executed.max_rate",
+    "smsp__warps_eligible.avg",
+)
+
+PERMISSION_HELP = (
+    "ncu has no permission to read the GPU performance counters (ERR_NVGPUCTRPERM). Run as root, or "
+    "ask the administrator to load the driver with NVreg_RestrictProfilingToAdminUsers=0 (see "
+    "https://developer.nvidia.com/ERR_NVGPUCTRPERM); evaluation without --profile still works."
+)
+
+
+def find_ncu() -> str | None:
+    for cand in (os.environ.get("KERNELSKILL_NCU"), shutil.which("ncu"), "/usr/local/cuda/bin/ncu"):
+        if cand and os.path.isfile(cand) and os.access(cand, os.X_OK):
+            return cand
+    return None
+
+
+def parse_ncu_csv(text: str) -> tuple[list[dict[str, str]], dict[str, str]]:
+    """``--csv --page raw``: a header row, a units row, then one row per kernel launch."""
+    lines = [ln for ln in text.splitlines() if ln.startswith('"')]
+    if not lines:
+        return [], {}
+    reader = list(csv.reader(io.StringIO("\n".join(lines))))
+    header = reader[0]
+    units: dict[str, str] = {}
+    body = reader[1:]
+    if body and (not body[0] or body[0][0] == "" or not body[0][0].strip().isdigit()):
+        units = dict(zip(header, body[0], strict=False))
+        body = body[1:]
+    rows = [dict(zip(header, r, strict=False)) for r in body if len(r) == len(header)]
+    return rows, units
+
+
+def profile(task: str | Path, candidate: str | Path, config: EvalConfig | None = None, *,
+            target: str = "candidate", metrics: tuple[str, ...] = METRICS) -> ProfileResult:
+    cfg = config or EvalConfig()
+    ncu = find_ncu()
+    if ncu is None:
+        return ProfileResult(ok=False, message="ncu (Nsight Compute) was not found: install it or set "
+                             "KERNELSKILL_NCU to its path")
+    tpath = inspect_task(task).path
+    cpath, _source, kind = inspect_candidate(candidate)
+    built = build(cpath, cfg)
+    if not built.ok:
+        return ProfileResult(ok=False, message=f"candidate does not build: {built.message}")
+    prefix = [ncu, "--clock-control", "none", "--print-units", "base", "--csv", "--page", "raw",
+              "--profile-from-start", "off", "--target-processes", "all", "--metrics", ",".join(metrics)]
+    env = _build_env(cfg, built.key)
+    if cfg.device is not None:
+        env["CUDA_VISIBLE_DEVICES"] = str(cfg.device)
+    outcome = run_worker({"mode": "profile", "task": str(tpath.resolve()), "candidate": str(cpath.resolve()),
+                          "kind": kind, "config": cfg.to_dict(), "target": target},
+                         timeout_s=cfg.run_timeout_s + 300, max_rss_gb=cfg.max_rss_gb, env_extra=env,
+                         command_prefix=prefix, full_output=True)
+    text = outcome.extra.get("output", outcome.stderr_tail)
+    if "ERR_NVGPUCTRPERM" in text:
+        return ProfileResult(ok=False, message=PERMISSION_HELP, csv=text, command=prefix)
+    rows, units = parse_ncu_csv(text)
+    if outcome.timed_out:
+        return ProfileResult(ok=False, message="profiling timed out", csv=text, command=prefix)
+    if not rows:
+        res = outcome.result or {}
+        why = res.get("message") or f"ncu returned {outcome.returncode}"
+        return ProfileResult(ok=False, message=f"no kernel rows in the ncu output ({why})", csv=text[-4000:],
+                             command=prefix)
+    return ProfileResult(ok=True, message=f"{len(rows)} kernel launch(es) profiled", csv=text, rows=rows,
+                         units=units, command=prefix)

@@ -1,0 +1,185 @@
+"""Result and configuration records of the harness (plain dataclasses, JSON round-trip).
+
+Standard library only: these records cross process boundaries as JSON and are read by the CLI,
+the optimize loop and the run store.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+from dataclasses import dataclass, field
+from typing import Any
+
+OK = "ok"
+COMPILE_ERROR = "compile_error"
+RUNTIME_ERROR = "runtime_error"
+ILLEGAL_MEMORY_ACCESS = "illegal_memory_access"
+TIMEOUT = "timeout"
+OOM = "oom"
+WRONG_SHAPE = "wrong_shape"
+MISMATCH = "mismatch"
+NONDETERMINISTIC = "nondeterministic"
+CHEAT = "cheat"
+
+#: every status an :class:`EvalResult` may carry (``ok`` first, then the failure classes)
+STATUSES: tuple[str, ...] = (
+    OK, COMPILE_ERROR, RUNTIME_ERROR, ILLEGAL_MEMORY_ACCESS, TIMEOUT, OOM, WRONG_SHAPE, MISMATCH,
+    NONDETERMINISTIC, CHEAT,
+)
+
+#: the names of the anti-cheat checks that may appear in ``details["cheat_check"]``
+CHEAT_CHECKS: tuple[str, ...] = (
+    "torch_compute",  # the whole op computed by torch ops instead of a kernel
+    "library_call",  # a cuBLAS/cuDNN-backed aten op while the policy forbids it
+    "precision_downcast",  # fp16/bf16/tf32 work inside a fp32 task
+    "precision_flags",  # tf32 switched on by the candidate
+    "timer_patched",  # torch.cuda.Event / time functions replaced
+    "background_thread",  # a thread started by the candidate
+    "tensor_subclass",  # an output that is not exactly torch.Tensor
+    "output_aliases_input",  # an output sharing memory with an input
+    "input_mutated",  # the candidate wrote into its inputs (the reference does not)
+    "pointer_cache",  # outputs keyed by input pointer (stale after an in-place input change)
+    "side_stream",  # work outside the timed stream (CUDA events far below wall time)
+    "speed_of_light",  # faster than bytes-moved / FLOPs allow on this GPU
+)
+
+DEFAULT_TOLERANCES: dict[str, tuple[float, float]] = {
+    # dtype -> (atol, rtol); KernelBench's current defaults
+    "float32": (1e-4, 1e-4),
+    "float64": (1e-7, 1e-7),
+    "float16": (1e-2, 1e-2),
+    "bfloat16": (1e-2, 1e-2),
+}
+
+
+class _Record:
+    """``to_dict`` / ``from_dict`` / ``to_json`` for the dataclasses below."""
+
+    def to_dict(self) -> dict[str, Any]:
+        return dataclasses.asdict(self)  # type: ignore[call-overload]
+
+    def to_json(self, **kw: Any) -> str:
+        return json.dumps(self.to_dict(), **kw)
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]):  # type: ignore[no-untyped-def]
+        names = {f.name for f in dataclasses.fields(cls)}  # type: ignore[arg-type]
+        unknown = set(data) - names
+        if unknown:
+            raise ValueError(f"{cls.__name__}: unknown field(s) {sorted(unknown)}")
+        return cls(**data)
+
+
+@dataclass
+class EvalConfig(_Record):
+    """How to evaluate one candidate. Every field has a safe default."""
+
+    correctness_trials: int = 5
+    timing_trials: int = 100
+    warmup: int = 3
+    seed: int = 42
+    tolerances: dict[str, list[float]] = field(default_factory=dict)  # dtype -> [atol, rtol] overrides
+    atol: float | None = None  # forces one atol for every dtype
+    rtol: float | None = None
+    determinism_reruns: int = 3
+    alt_shapes: bool = True  # second shape set: task.get_inputs_alt() or batch_size scaled
+    alt_batch_scale: float = 0.5
+    check_fp64: bool = True  # precision-downcast check against a float64 reference (fp32 tasks)
+    baseline: str = "eager"  # eager | compile (torch.compile is timed as well)
+    library_policy: str = "forbid"  # forbid | allow_gemm_conv
+    time: bool = True  # time when correct
+    build_timeout_s: float = 300.0
+    run_timeout_s: float = 180.0
+    max_rss_gb: float = 64.0  # host memory watchdog for the worker's process group
+    max_file_mb: int = 2048  # RLIMIT_FSIZE for the worker
+    cache_dir: str | None = None  # build cache root (default ~/.cache/kernelskill/builds)
+    fast_headers: bool = True  # rewrite heavy torch headers of load_inline CUDA units
+    device: int | None = None  # GPU index (LocalEvaluator sets it)
+    rotate_inputs: int = 4  # fresh input copies cycled through while timing
+    l2_flush_mb: int = 256
+    sol_fail_fraction: float = 0.5  # faster than this fraction of the speed-of-light floor => cheat
+    side_stream_factor: float = 0.5  # wall-minus-event gap above this share of the wall time => cheat
+    keep_workdir: bool = False
+
+    def tolerance(self, dtype: str) -> tuple[float, float]:
+        atol, rtol = DEFAULT_TOLERANCES.get(dtype, DEFAULT_TOLERANCES["float32"])
+        if dtype in self.tolerances:
+            atol, rtol = self.tolerances[dtype]
+        return (self.atol if self.atol is not None else atol, self.rtol if self.rtol is not None else rtol)
+
+
+@dataclass
+class Timing(_Record):
+    """Per-call times in milliseconds."""
+
+    median_ms: float
+    iqr_ms: float
+    mean_ms: float
+    min_ms: float
+    trials: int
+    wall_median_ms: float | None = None
+
+
+@dataclass
+class BuildResult(_Record):
+    ok: bool
+    key: str
+    cached: bool = False
+    seconds: float = 0.0
+    log: str = ""
+    message: str = ""
+    status: str = OK  # ok | compile_error | timeout | runtime_error
+    deferred: bool = False  # the candidate's import needs the GPU: built in the GPU phase
+
+
+@dataclass
+class EvalResult(_Record):
+    status: str
+    correct: bool = False
+    speedup: float | None = None
+    candidate_ms: float | None = None
+    baseline_ms: float | None = None
+    candidate_iqr_ms: float | None = None
+    baseline_iqr_ms: float | None = None
+    compile_ms: float | None = None  # torch.compile baseline median (with --baseline compile)
+    message: str = ""
+    build_log: str = ""
+    details: dict[str, Any] = field(default_factory=dict)
+    task: str = ""
+    candidate: str = ""
+
+    def __post_init__(self) -> None:
+        if self.status not in STATUSES:
+            raise ValueError(f"EvalResult.status: {self.status!r} is not one of {', '.join(STATUSES)}")
+
+    @property
+    def cheat_check(self) -> str | None:
+        return self.details.get("cheat_check")
+
+
+@dataclass
+class ProfileResult(_Record):
+    ok: bool
+    message: str = ""
+    csv: str = ""
+    rows: list[dict[str, str]] = field(default_factory=list)
+    units: dict[str, str] = field(default_factory=dict)
+    command: list[str] = field(default_factory=list)
+
+
+def trim_log(text: str, limit: int = 6000) -> str:
+    """Keep what a repairer needs from a compiler log: the error lines with context, then the tail."""
+    if len(text) <= limit:
+        return text
+    lines = text.splitlines()
+    keep: list[int] = []
+    for i, line in enumerate(lines):
+        low = line.lower()
+        if "error" in low or "undefined" in low or "fatal" in low:
+            keep.extend(range(max(0, i - 2), min(len(lines), i + 3)))
+    seen: set[int] = set()
+    picked = [lines[i] for i in keep if not (i in seen or seen.add(i))]
+    head = "\n".join(picked)[: limit // 2]
+    tail = text[-(limit - len(head) - 40):]
+    return f"{head}\n... [log trimmed] ...\n{tail}"

@@ -1,0 +1,153 @@
+"""The harness worker: ``python -m kernelskill.pipeline.harness.worker REQUEST.json RESULT.json``.
+
+Started by :mod:`.sandbox` in its own process group. Modes:
+
+* ``build``: import the candidate with the GPU hidden, so load_inline / fast-path builds run on the
+  CPU and land in the build folder of the candidate's source hash;
+* ``evaluate``: the GPU phase (correctness, anti-cheat checks, timing) of one candidate;
+* ``profile``: one forward between cudaProfilerStart/Stop, for ``ncu --profile-from-start off``.
+
+The result is one JSON object. A sticky CUDA error ends the process right after the result is
+written (the context is unusable); the exit is always ``os._exit`` so a stray non-daemon thread
+cannot keep the worker alive.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import resource
+import sys
+import time
+import traceback
+from pathlib import Path
+from typing import Any
+
+STICKY_PATTERNS = (
+    "illegal memory access", "misaligned address", "operation not supported on global/shared",
+    "unspecified launch failure", "illegal instruction", "cuda_error_illegal_address",
+    "cuda error 700", "cuda error 716", "cuda error 717", "cuda error 719", "cuda error 715",
+    "invalid program counter", "hardware stack error", "an illegal address",
+)
+
+
+class Stage:
+    """Appends the current stage to a file, so the parent knows where a dead worker was."""
+
+    def __init__(self, path: str | None) -> None:
+        self.path = path
+        self.name = "start"
+
+    def __call__(self, name: str) -> None:
+        self.name = name
+        if self.path:
+            with open(self.path, "a") as fh:
+                fh.write(name + "\n")
+
+
+def classify_exception(exc: BaseException) -> tuple[str, str, bool, str]:
+    """(status, message, sticky, build_log) of an exception raised by candidate code."""
+    from .build import CandidateBuildError
+    from .fastpath import FastPathCompileError
+
+    text = f"{type(exc).__name__}: {exc}"
+    low = text.lower()
+    if isinstance(exc, CandidateBuildError | FastPathCompileError):
+        return "compile_error", str(exc).splitlines()[0], False, getattr(exc, "log", "")
+    if type(exc).__name__ in ("CompilationError", "CompileTimeAssertionFailure") or \
+            "triton.compiler" in type(exc).__module__:
+        return "compile_error", text.splitlines()[0], False, text
+    if any(p in low for p in STICKY_PATTERNS):
+        return "illegal_memory_access", text.splitlines()[0][:500], True, ""
+    if "device-side assert" in low:
+        return "runtime_error", text.splitlines()[0][:500], True, ""
+    if type(exc).__name__ == "OutOfMemoryError" or "out of memory" in low or isinstance(exc, MemoryError):
+        return "oom", text.splitlines()[0][:500], False, ""
+    return "runtime_error", text[:1500], False, ""
+
+
+def _set_limits(req: dict[str, Any]) -> None:
+    mb = int(req.get("config", {}).get("max_file_mb", 2048))
+    try:
+        resource.setrlimit(resource.RLIMIT_FSIZE, (mb * 2**20, mb * 2**20))
+        resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
+    except (ValueError, OSError):
+        pass
+
+
+def _write(path: str, data: dict[str, Any]) -> None:
+    tmp = f"{path}.tmp"
+    with open(tmp, "w") as fh:
+        json.dump(data, fh, default=str)
+    os.replace(tmp, path)
+
+
+def do_build(req: dict[str, Any], stage: Stage) -> dict[str, Any]:
+    from .build import BUILD_EVENTS, install_build_hooks
+    from .fastpath import BUILD_STATS
+    from .loader import load_candidate
+
+    stage("build_import")
+    install_build_hooks(fast_headers=bool(req["config"].get("fast_headers", True)))
+    start = time.perf_counter()
+    try:
+        load_candidate(req["candidate"], req["kind"])
+    except BaseException as exc:  # noqa: BLE001 - classify everything the candidate raises
+        status, message, _sticky, build_log = classify_exception(exc)
+        seconds = time.perf_counter() - start
+        if status == "compile_error":
+            return {"ok": False, "status": status, "message": message, "log": build_log,
+                    "seconds": seconds, "events": BUILD_EVENTS, "fastpath": BUILD_STATS}
+        # the import needs something the CPU-only build phase lacks (a GPU): build in the GPU phase
+        return {"ok": True, "deferred": True, "status": "ok", "seconds": seconds,
+                "message": f"import deferred to the GPU phase: {message.splitlines()[0][:300]}",
+                "events": BUILD_EVENTS, "fastpath": BUILD_STATS, "log": ""}
+    return {"ok": True, "status": "ok", "seconds": time.perf_counter() - start, "events": BUILD_EVENTS,
+            "fastpath": BUILD_STATS, "log": "", "message": ""}
+
+
+def _fail(status: str, message: str, **details: Any) -> dict[str, Any]:
+    return {"status": status, "correct": False, "message": message, "details": details}
+
+
+def main(argv: list[str]) -> None:
+    req = json.loads(Path(argv[1]).read_text())
+    out_path = argv[2]
+    stage = Stage(req.get("stage_file"))
+    _set_limits(req)
+    sticky = False
+    try:
+        mode = req["mode"]
+        if mode == "build":
+            result = do_build(req, stage)
+        elif mode == "evaluate":
+            from .evaluation import Evaluation
+
+            ev = Evaluation(req, stage)
+            result = ev.run()
+            sticky = ev.sticky
+        elif mode == "profile":
+            from .evaluation import profile_target
+
+            result = profile_target(req, stage)
+        else:
+            result = _fail("runtime_error", f"unknown worker mode {mode!r}")
+    except BaseException as exc:  # noqa: BLE001 - the worker reports, it does not crash
+        status, message, sticky, build_log = classify_exception(exc)
+        result = _fail(status, f"{message} (during {stage.name})", stage=stage.name,
+                       traceback=traceback.format_exc()[-3000:])
+        result["build_log"] = build_log
+    result.setdefault("details", {})
+    if isinstance(result["details"], dict):
+        result["details"].setdefault("stage", stage.name)
+    try:
+        _write(out_path, result)
+    finally:
+        sys.stdout.flush()
+        sys.stderr.flush()
+        os._exit(3 if sticky else 0)
+
+
+if __name__ == "__main__":
+    main(sys.argv)
+
