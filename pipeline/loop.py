@@ -96,11 +96,8 @@ class HarnessEvaluator:
     def _config(self, seed: int | None = None) -> Any:
         import dataclasses
 
-        from kernelskill.pipeline import harness
+        from kernelskill.pipeline.harness.results import EvalConfig as cls
 
-        cls = getattr(harness, "EvalConfig", None)
-        if cls is None:
-            return None
         values = self.settings.model_dump() if hasattr(self.settings, "model_dump") else {}
         if seed is not None:
             values["seed"] = seed
@@ -108,15 +105,15 @@ class HarnessEvaluator:
         return cls(**{k: v for k, v in values.items() if k in names})
 
     def evaluate(self, task: Path, candidate: Path, *, seed: int | None = None) -> dict[str, Any]:
-        from kernelskill.pipeline import harness
+        from kernelskill.pipeline.harness.api import evaluate
 
-        result = harness.evaluate(task, candidate, self._config(seed))
+        result = evaluate(task, candidate, self._config(seed))
         return result.to_dict() if hasattr(result, "to_dict") else dict(result)
 
     def profile(self, task: Path, candidate: Path) -> dict[str, Any]:
-        from kernelskill.pipeline import harness
+        from kernelskill.pipeline.harness.profile import profile
 
-        result = harness.profile(task, candidate, self._config())
+        result = profile(task, candidate, self._config())
         return result.to_dict() if hasattr(result, "to_dict") else dict(result)
 
 
@@ -347,7 +344,7 @@ class Loop:
 
         def do_profile() -> dict[str, Any]:
             raw = self.evaluator.profile(self.run.task_path, self.run.path / parent.path)
-            csv = raw.pop("csv", None) or raw.pop("raw_csv", None) or raw.get("raw")
+            csv = raw.get("csv") if raw.get("ok", True) else None  # a failed profile's csv is ncu's error text
             out: dict[str, Any] = {"candidate": parent.path, "ok": bool(csv),
                                    "message": str(raw.get("message") or "")[:2000]}
             if isinstance(csv, str) and csv.strip():
