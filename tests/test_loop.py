@@ -135,3 +135,24 @@ def test_stop_before_gpu_and_llm(tmp_path: Path, task_file: Path) -> None:
         assert evaluator.calls == [("evaluate", "r00.generate.py")]
         assert server.steps() == ["r00.generate.1"]
         assert [e["type"] for e in gpu_side.run.log.events].count("run_paused") == 2
+
+
+def test_optimize_cli_with_live_display_then_runs_commands(tmp_path: Path, task_file: Path) -> None:
+    from click.testing import CliRunner
+
+    from kernelskill.cli import main
+
+    helpers = Path(__file__).with_name("test_loop_helpers.py")
+    home = tmp_path / "home"
+    env = {"OPENAI_API_KEY": "sk-test", "KERNELSKILL_LLM_TIMEOUT_S": "0.6", "KERNELSKILL_LLM_BACKOFF_S": "0.01",
+           "KERNELSKILL_LLM_MODEL": "test-model"}
+    with ScriptedOpenAI(main_script()) as server:
+        result = CliRunner().invoke(main, [
+            "optimize", str(task_file), "--rounds", "5", "--home", str(home), "--base-url", server.base_url,
+            "--evaluator", f"{helpers}:ScriptedEvaluator", "--retriever", f"{helpers}:StandInRetriever"], env=env)
+    assert result.exit_code == 0, result.output
+    assert "best 2.400x over eager" in result.output and "best.py" in result.output
+    assert "kernelskill optimize" in result.output  # the live table (rendered once without a terminal)
+    run_id = next((home / "runs").iterdir()).name
+    report = CliRunner().invoke(main, ["runs", "report", run_id, "--home", str(home)])
+    assert "| 2 | optimize | vectorized_access_16b |" in report.output
