@@ -77,13 +77,32 @@ class ExprError(ValueError):
 
 
 def expression_names(expr: str) -> set[str]:
-    """Validate ``expr`` against the whitelist and return the symbols it names."""
+    """Validate ``expr`` against the whitelist and return the symbols it names.
+
+    Uses the evaluator's own compiler (``retrieval/expr.py``) when it is importable, so lint and
+    evaluation accept exactly the same language; otherwise a validator of the same whitelist.
+    """
+    try:
+        from kernelskill.retrieval.expr import ExprError as EvalExprError
+        from kernelskill.retrieval.expr import compile_expr
+    except ImportError:  # pragma: no cover - the retrieval room is not there
+        return _own_names(expr)
+    try:
+        return set(compile_expr(expr).names)
+    except EvalExprError as exc:
+        raise ExprError(str(exc)) from None
+
+
+def _own_names(expr: str) -> set[str]:
     try:
         tree = ast.parse(expr.strip(), mode="eval")
     except SyntaxError as exc:
-        raise ExprError(f"syntax error: {exc.msg}", (exc.offset or 1) - 1) from None
+        raise ExprError(f"expression {expr!r}: syntax error at column {exc.offset or 0}: {exc.msg}") from None
     names: set[str] = set()
-    _check(tree.body, names, in_list=False)
+    try:
+        _check(tree.body, names, in_list=False)
+    except ExprError as exc:
+        raise ExprError(f"expression {expr!r} (column {exc.col + 1}): {exc}") from None
     return names
 
 
@@ -317,7 +336,7 @@ class _Linter:
         try:
             names = expression_names(expr)
         except ExprError as exc:
-            self.add("error", obj_id, f"{obj_id}: expression {expr!r}: {exc} (column {exc.col + 1})", "expr_syntax")
+            self.add("error", obj_id, f"{obj_id}: {exc}", "expr_syntax")
             return set()
         for name in sorted(names - set(self.fields)):
             self.add("error", obj_id, f"{obj_id}: expression names unknown symbol {name!r}", "unknown_symbol")

@@ -1,0 +1,264 @@
+"""``kernelskill kb ...``: build, curate, inspect and repair the knowledge base."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+from typing import Any
+
+import click
+
+from kernelskill.commands._common import common_options, console, emit
+
+TYPES = ["field", "predicate", "tier", "bottleneck", "case", "veto", "method", "doc"]
+
+
+@click.group("kb")
+def kb() -> None:
+    """Curate and inspect the knowledge base (DuckDB + Chroma under <home>/kb)."""
+
+
+def _open(ctx: Any, *, read_only: bool = False, bundled: Path | None = None):
+    from kernelskill.kb.store import KBStore, open_store
+
+    settings = ctx.settings()
+    if bundled is not None:  # the caller builds the KB itself from this base folder
+        return KBStore.open(settings.kb_dir, embed_settings=settings.embed)
+    return open_store(settings, read_only=read_only)
+
+
+def _where(file: str, line: int) -> str:
+    try:
+        file = str(Path(file).resolve().relative_to(Path.cwd()))
+    except ValueError:
+        pass
+    return f"{file}:{line}"
+
+
+def _ingest_render(title: str):
+    def render(r: dict[str, Any]) -> None:
+        state = "updated" if r["changed"] else "unchanged"
+        counts = ", ".join(f"{n} {k}" for k, n in r["counts"].items() if n)
+        console().print(f"{title}: KB {state} ({r['content_hash'][:12]}) - {counts}; "
+                        f"{r['upserted']} docs upserted, {r['deleted']} deleted, {r['encoded']} encoded, "
+                        f"{r['seconds']:.2f} s")
+    return render
+
+
+_SKILLS_OPT = click.option(
+    "--skills", "skills_dir", type=click.Path(path_type=Path, file_okay=False, exists=True), default=None,
+    help="Base skills folder instead of the bundled kb/skills/ (init records it for later add/import).")
+
+
+@kb.command("init")
+@_SKILLS_OPT
+@common_options
+def init_cmd(ctx, skills_dir: Path | None) -> None:
+    """Build the KB from the bundled skills plus the user's skills (idempotent)."""
+    from kernelskill.kb.curate import init_kb
+    from kernelskill.kb.store import KBStore
+
+    settings = ctx.settings()
+    store = KBStore.open(settings.kb_dir, embed_settings=settings.embed)
+    report = init_kb(settings, store=store, bundled=skills_dir)
+    emit(ctx, report.model_dump(), _ingest_render("init"))
+
+
+@kb.command("add")
+@click.argument("files", nargs=-1, required=True, type=click.Path(path_type=Path, dir_okay=False))
+@_SKILLS_OPT
+@common_options
+def add_cmd(ctx, files: tuple[Path, ...], skills_dir: Path | None) -> None:
+    """Validate, lint and ingest FILE...; keep them under the home so they survive a re-init."""
+    from kernelskill.kb.curate import add_files
+
+    store = _open(ctx, bundled=skills_dir)
+    report = add_files(ctx.settings(), list(files), store=store, bundled=skills_dir)
+    emit(ctx, report.model_dump(), _ingest_render("add"))
+
+
+@kb.command("import")
+@click.argument("folder", type=click.Path(path_type=Path, file_okay=False))
+@_SKILLS_OPT
+@common_options
+def import_cmd(ctx, folder: Path, skills_dir: Path | None) -> None:
+    """Merge a skills folder (e.g. from 'kb export') into the KB."""
+    from kernelskill.kb.curate import import_dir
+
+    store = _open(ctx, bundled=skills_dir)
+    report = import_dir(ctx.settings(), folder, store=store, bundled=skills_dir)
+    emit(ctx, report.model_dump(), _ingest_render("import"))
+
+
+@kb.command("export")
+@click.argument("folder", type=click.Path(path_type=Path, file_okay=False))
+@common_options
+def export_cmd(ctx, folder: Path) -> None:
+    """Write the KB as YAML (+ worked examples) that imports back to the same content hash."""
+    from kernelskill.kb.curate import export_kb
+
+    result = export_kb(_open(ctx, read_only=True), folder)
+    emit(ctx, result, lambda r: console().print(
+        f"exported {len(r['files'])} files and {r['examples']} example files to {r['folder']} "
+        f"(content hash {r['content_hash'][:12]})"))
+
+
+@kb.command("list")
+@click.option("--type", "type_", type=click.Choice(TYPES), default=None, help="Only objects of this type.")
+@click.option("--bottleneck", default=None, help="Only objects tied to this bottleneck id.")
+@common_options
+def list_cmd(ctx, type_: str | None, bottleneck: str | None) -> None:
+    """List KB objects."""
+    rows = _open(ctx, read_only=True).list_objects(type_, bottleneck)
+
+    def render(items: list[dict[str, Any]]) -> None:
+        from rich.table import Table
+
+        table = Table("type", "id", "title", "source", title=f"{len(items)} objects")
+        for r in items:
+            table.add_row(r["type"], r["id"], str(r["title"] or ""), r["location"])
+        console().print(table)
+
+    emit(ctx, rows, render)
+
+
+@kb.command("show")
+@click.argument("obj_id", metavar="ID")
+@common_options
+def show_cmd(ctx, obj_id: str) -> None:
+    """Show one object as YAML."""
+    from kernelskill.errors import KernelskillError
+
+    store = _open(ctx, read_only=True)
+    obj = store.get(obj_id)
+    if obj is None:
+        raise KernelskillError(f"no KB object with id {obj_id!r} (see 'kernelskill kb list')")
+    data = {"type": type(obj).__name__.lower(), "source": store.location(obj_id), **obj.model_dump(mode="json")}
+
+    def render(d: dict[str, Any]) -> None:
+        import yaml
+        from rich.syntax import Syntax
+
+        console().print(f"[bold]{d['type']}[/bold] {obj_id}  ({d['source']})")
+        body = {k: v for k, v in d.items() if k not in ("type", "source")}
+        console().print(Syntax(yaml.safe_dump(body, sort_keys=False, allow_unicode=True), "yaml"))
+
+    emit(ctx, data, render)
+
+
+@kb.command("search")
+@click.argument("text")
+@click.option("-k", "k", type=int, default=5, show_default=True, help="Number of hits.")
+@click.option("--method", "methods", multiple=True, help="Only docs of these methods (repeatable).")
+@click.option("--bottleneck", default=None, help="Only docs tagged with this bottleneck (or untagged).")
+@common_options
+def search_cmd(ctx, text: str, k: int, methods: tuple[str, ...], bottleneck: str | None) -> None:
+    """Vector search over the skill docs."""
+    hits = _open(ctx).search_docs(text, k=k, methods=list(methods) or None, bottleneck=bottleneck)
+
+    def render(items: list[Any]) -> None:
+        from rich.table import Table
+
+        table = Table("rank", "distance", "doc", "method", "title")
+        for i, h in enumerate(items, 1):
+            table.add_row(str(i), f"{h.distance:.3f}", h.id, h.method, h.title)
+        console().print(table if items else "no hits")
+
+    emit(ctx, hits, render)
+
+
+def _lint_report(ctx):
+    from kernelskill.kb.curate import lint_sources
+
+    return lint_sources(ctx.settings())
+
+
+@kb.command("lint")
+@click.option("--strict", is_flag=True, help="Exit non-zero on warnings too.")
+@common_options
+def lint_cmd(ctx, strict: bool) -> None:
+    """Lint the KB's sources (bundled + user skills): errors, warnings, coverage holes."""
+    report = _lint_report(ctx)
+    data = {"ok": report.ok, "errors": len(report.errors), "warnings": len(report.warnings),
+            "findings": [f.model_dump() for f in report.findings]}
+
+    def render(d: dict[str, Any]) -> None:
+        from rich.table import Table
+
+        table = Table("severity", "where", "code", "message")
+        for f in d["findings"]:
+            style = "red" if f["severity"] == "error" else "yellow"
+            table.add_row(f"[{style}]{f['severity']}[/{style}]", _where(f["file"], f["line"]), f["code"], f["message"])
+        if d["findings"]:
+            console().print(table)
+        console().print(f"{d['errors']} errors, {d['warnings']} warnings")
+
+    emit(ctx, data, render)
+    if report.errors or (strict and report.warnings):
+        sys.exit(1)
+
+
+@kb.command("coverage")
+@common_options
+def coverage_cmd(ctx) -> None:
+    """Cases per bottleneck x tier x structure (0 = a hole: only the fallback applies)."""
+    report = _lint_report(ctx)
+    data = {"structures": report.structures, "holes": report.holes(),
+            "rows": [r.model_dump() for r in report.coverage]}
+
+    def render(d: dict[str, Any]) -> None:
+        from rich.table import Table
+
+        table = Table("bottleneck", "tier", *[f"s{s}" for s in d["structures"]], title="cases per cell")
+        for r in d["rows"]:
+            cells = [str(r["counts"][s]) if r["counts"][s] else "[red]0[/red]" for s in d["structures"]]
+            table.add_row(r["bottleneck"], r["tier"], *cells)
+        console().print(table)
+        console().print(f"{d['holes']} holes")
+
+    emit(ctx, data, render)
+
+
+@kb.command("stats")
+@common_options
+def stats_cmd(ctx) -> None:
+    """Counts, content hash, schema version and sync state."""
+    stats = _open(ctx, read_only=True).stats()
+
+    def render(s: dict[str, Any]) -> None:
+        from rich.table import Table
+
+        table = Table("key", "value", title=f"KB {s['kb_dir']}")
+        for k, n in s["counts"].items():
+            table.add_row(k, str(n))
+        table.add_row("content hash", str(s["content_hash"]))
+        table.add_row("schema version", str(s["schema_version"]))
+        table.add_row("ingested at", str(s["ingested_at"]))
+        table.add_row("embedding model", str(s["embed_model"]))
+        table.add_row("chroma docs", str(s["chroma"]["docs"]))
+        table.add_row("chroma in sync", "yes" if s["chroma"]["in_sync"] else "[red]no[/red]")
+        console().print(table)
+
+    emit(ctx, stats, render)
+
+
+@kb.command("doctor")
+@click.option("--repair", is_flag=True, help="Re-sync Chroma from DuckDB when they differ.")
+@common_options
+def doctor_cmd(ctx, repair: bool) -> None:
+    """Detect (and with --repair fix) drift between DuckDB and Chroma."""
+    from kernelskill.kb.store import KBStore
+
+    settings = ctx.settings()
+    store = KBStore.open(settings.kb_dir, read_only=not repair, embed_settings=settings.embed)
+    report = store.doctor(repair=repair)
+
+    def render(r: Any) -> None:
+        state = "in sync" if r.in_sync else ("repaired" if r.repaired else "DRIFT")
+        console().print(f"{state}: duckdb {r.duckdb_docs} docs ({(r.duckdb_hash or '-')[:12]}), chroma "
+                        f"{r.chroma_docs} docs ({(r.chroma_hash or '-')[:12]}); missing {len(r.missing)}, "
+                        f"stale {len(r.stale)}, mismatched {len(r.mismatched)}")
+
+    emit(ctx, report, render)
+    if not report.in_sync and not report.repaired:
+        sys.exit(1)
