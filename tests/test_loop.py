@@ -156,3 +156,46 @@ def test_optimize_cli_with_live_display_then_runs_commands(tmp_path: Path, task_
     run_id = next((home / "runs").iterdir()).name
     report = CliRunner().invoke(main, ["runs", "report", run_id, "--home", str(home)])
     assert "| 2 | optimize | vectorized_access_16b |" in report.output
+
+
+ADD_TASK = '''import torch
+
+
+class Model(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+
+    def forward(self, a, b):
+        return a + b
+
+
+def get_inputs():
+    return [torch.rand(64, 256), torch.rand(64, 256)]
+
+
+def get_init_inputs():
+    return []
+'''
+WRONG = "import torch\n\n\nclass ModelNew(torch.nn.Module):\n    def forward(self, a, b):\n        return a - b\n"
+RIGHT = ("import torch\n\n\nclass ModelNew(torch.nn.Module):\n    def forward(self, a, b):\n"
+         "        return torch.sub(a, torch.neg(b))\n")
+
+
+def test_loop_with_the_real_harness_on_cpu(tmp_path: Path) -> None:
+    """No stand-in at the GPU seam: the real harness (its CPU mode, pure-PyTorch candidates) measures."""
+    from kernelskill.pipeline.loop import HarnessEvaluator, eval_view
+    from tests.test_loop_helpers import DIAGNOSIS, fenced
+
+    task = tmp_path / "add.py"
+    task.write_text(ADD_TASK)
+    options = LoopOptions(rounds=1)
+    run = RunStore(tmp_path / "runs").create(task, {"model": "test-model", "options": options.model_dump()})
+    script = {"r00.generate.1": [fenced(WRONG)], "r01.diagnose.1": [DIAGNOSIS], "r01.repair.1": [fenced(RIGHT)]}
+    with ScriptedOpenAI(script) as server:
+        result = Loop(run, LLMClient.from_settings(llm_settings(server.base_url)), HarnessEvaluator(),
+                      retriever(), options).execute()
+    evals = {e["step"]: eval_view(e["data"]["result"]) for e in run.log.of_type("eval")}
+    assert evals["r00.eval"]["status"] == "mismatch"
+    assert evals["r01.eval"]["correct"] and evals["r01.eval"]["speedup"] > 0
+    assert result.best["speedup"] == evals["r01.eval"]["speedup"]
+    assert result.best["verified_speedup"] == evals["verify.r01.repair"]["speedup"]
