@@ -1,0 +1,23 @@
+"""Matrix transpose, y = x^T (materialised), 8192 x 8192 fp32 (256 MB in, 256 MB out)."""
+
+import torch
+import torch.nn as nn
+
+ROWS = 8192
+COLS = 8192
+
+
+class Model(nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return x.t().contiguous()
+
+
+def get_inputs() -> list[torch.Tensor]:
+    return [torch.rand(ROWS, COLS)]
+
+
+def get_init_inputs() -> list:
+    return []

@@ -1,0 +1,68 @@
+"""cublas_gemm, before: a hand-written 32 x 32 shared-memory tiled GEMM with relu * 0.5 in its store:
+correct, but one output per thread, no register blocking, no pipelining: a few TFLOP/s where cuBLAS
+reaches ~50 TFLOP/s in true fp32 on an H200."""
+
+import torch
+import torch.nn as nn
+from torch.utils.cpp_extension import load_inline
+
+CUDA_SRC = r"""
+#define T 32
+__global__ void sgemm_tile32(const float* __restrict__ A, const float* __restrict__ B, float* __restrict__ C,
+                             int M, int N, int K, float scale, int relu) {
+    __shared__ float As[T][T];
+    __shared__ float Bs[T][T];
+    int tx = threadIdx.x, ty = threadIdx.y;
+    int row = blockIdx.y * T + ty, col = blockIdx.x * T + tx;
+    float acc = 0.0f;
+    for (int k0 = 0; k0 < K; k0 += T) {
+        As[ty][tx] = (row < M && k0 + tx < K) ? A[(long)row * K + k0 + tx] : 0.0f;   // coalesced along k
+        Bs[ty][tx] = (k0 + ty < K && col < N) ? B[(long)(k0 + ty) * N + col] : 0.0f; // coalesced along n
+        __syncthreads();
+#pragma unroll
+        for (int k = 0; k < T; ++k) acc += As[ty][k] * Bs[k][tx];   // As: broadcast, Bs: consecutive banks
+        __syncthreads();
+    }
+    if (row < M && col < N) {
+        float v = acc;
+        if (relu) v = fmaxf(v, 0.0f) * scale;
+        C[(long)row * N + col] = v;
+    }
+}
+
+torch::Tensor mm_relu_half(torch::Tensor a, torch::Tensor b) {
+    int M = (int)a.size(0), K = (int)a.size(1), N = (int)b.size(1);
+    auto c = torch::empty({(int64_t)M, (int64_t)N}, a.options());
+    if (M == 0 || N == 0) return c;
+    dim3 blk(T, T); dim3 grd((N + T - 1) / T, (M + T - 1) / T);
+    sgemm_tile32<<<grd, blk>>>(a.data_ptr<float>(), b.data_ptr<float>(), c.data_ptr<float>(), M, N, K, 0.5f, 1);
+    return c;
+}
+"""
+
+CPP_SRC = "torch::Tensor mm_relu_half(torch::Tensor a, torch::Tensor b);"
+
+_EXT = None
+
+
+def _ext():
+    global _EXT
+    if _EXT is None:
+        _EXT = load_inline(
+            name="ks_cublas_gemm_before",
+            cpp_sources=CPP_SRC,
+            cuda_sources=CUDA_SRC,
+            functions=['mm_relu_half'],
+            extra_cuda_cflags=["-O3", "-gencode=arch=compute_90,code=sm_90"],
+            verbose=False,
+        )
+    return _EXT
+
+
+class ModelNew(nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        _ext()
+
+    def forward(self, a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
+        return _ext().mm_relu_half(a.contiguous(), b.contiguous())
