@@ -32,7 +32,7 @@ from kernelskill.errors import KernelskillError
 from kernelskill.pipeline.agents import Agents, PlanDecision
 from kernelskill.pipeline.llm import LLMClient
 from kernelskill.pipeline.memory import Attempt, Memory, Repair, diff_summary
-from kernelskill.pipeline.runs import SIDE, Run, markdown_report
+from kernelskill.pipeline.runs import SIDE, Run, gpu_request, markdown_report, run_gpu_step
 
 log = logging.getLogger(__name__)
 
@@ -46,9 +46,9 @@ class Paused(KernelskillError):
 
     exit_code = 3
 
-    def __init__(self, step: str, side: str) -> None:
+    def __init__(self, step: str, side: str, request: dict[str, Any] | None = None) -> None:
         super().__init__(f"paused before {side} step {step}")
-        self.step, self.side = step, side
+        self.step, self.side, self.request = step, side, request
 
 
 class LoopOptions(BaseModel):
@@ -246,10 +246,19 @@ class Loop:
         if self.on_progress is not None:
             self.on_progress(dict(self.progress))
 
-    def _guard(self, kind: str, step: str) -> None:
+    def _guard(self, kind: str, step: str, request: dict[str, Any] | None = None) -> None:
         side = SIDE[kind]
         if side in self.options.stop_before:
-            raise Paused(step, side)
+            raise Paused(step, side, request)
+
+    def _gpu(self, request: dict[str, Any]) -> dict[str, Any]:
+        """A GPU step: read back from the log, or (unless stopped before gpu) run and record it.
+        The request is stdlib JSON, so the other machine of a split run can execute it alone."""
+        event = self.run.log.find(request["step"], request["type"])
+        if event is not None:
+            return event["data"]
+        self._guard("gpu", request["step"], request)
+        return run_gpu_step(self.run, request, self.evaluator, round_=self._round)["data"]
 
     def _recorded(self, kind: str, type_: str, step: str, fn: Callable[[], dict[str, Any]]) -> dict[str, Any]:
         event = self.run.log.find(step, type_)
@@ -275,8 +284,8 @@ class Loop:
             self._phase("paused")
             last = self.run.log.events[-1] if self.run.log.events else {}
             if not (last.get("type") == "run_paused" and last["data"].get("before") == paused.step):
-                self.run.log.append("loop", "run_paused", {"before": paused.step, "side": paused.side},
-                                    round_=self._round)
+                self.run.log.append("loop", "run_paused", {"before": paused.step, "side": paused.side,
+                                                           "request": paused.request}, round_=self._round)
             return LoopResult(run_id=self.run.id, status="paused", paused_before=f"{paused.side}:{paused.step}",
                               rounds_done=self._round, trajectory=self.trajectory(), **self._spend())
 
@@ -342,19 +351,7 @@ class Loop:
         name = parent.step
         self._phase("profile")
 
-        def do_profile() -> dict[str, Any]:
-            raw = self.evaluator.profile(self.run.task_path, self.run.path / parent.path)
-            csv = raw.get("csv") if raw.get("ok", True) else None  # a failed profile's csv is ncu's error text
-            out: dict[str, Any] = {"candidate": parent.path, "ok": bool(csv),
-                                   "message": str(raw.get("message") or "")[:2000]}
-            if isinstance(csv, str) and csv.strip():
-                rel = f"profiles/{name}.csv"
-                (self.run.path / "profiles").mkdir(exist_ok=True)
-                self.run.write_output(rel, csv)
-                out["csv"] = rel
-            return out
-
-        prof = self._recorded("gpu", "profile", f"profile.{name}", do_profile)
+        prof = self._gpu(gpu_request("profile", f"profile.{name}", parent.path))
         self._phase("query")
 
         def do_query() -> dict[str, Any]:
@@ -416,8 +413,7 @@ class Loop:
             return None
         rel = self.run.write_candidate(step, answer.code)
         self._phase("evaluate")
-        data = self._recorded("gpu", "eval", f"r{r:02d}.eval", lambda: {
-            "candidate": rel, "result": self.evaluator.evaluate(self.run.task_path, self.run.path / rel)})
+        data = self._gpu(gpu_request("eval", f"r{r:02d}.eval", rel))
         result = eval_view(data["result"])
         cand = Candidate(step=step, path=rel, round=r, branch=meta["branch"], parent=meta.get("parent"),
                          method=meta.get("method"), result=result)
@@ -461,10 +457,7 @@ class Loop:
         best: Candidate | None = None
         verified: dict[str, Any] | None = None
         for cand in ranked[: max(1, self.options.verify_candidates)]:
-            data = self._recorded("gpu", "eval", f"verify.{cand.step}", lambda c=cand: {
-                "candidate": c.path, "seed": self.options.verify_seed,
-                "result": self.evaluator.evaluate(self.run.task_path, self.run.path / c.path,
-                                                  seed=self.options.verify_seed)})
+            data = self._gpu(gpu_request("eval", f"verify.{cand.step}", cand.path, seed=self.options.verify_seed))
             verified = eval_view(data["result"])
             if verified["correct"]:
                 best = cand

@@ -250,6 +250,50 @@ class RunStore:
         return [Run(p) for p in sorted(self.root.iterdir()) if (p / MANIFEST).is_file()]
 
 
+# GPU steps as portable requests ---------------------------------------------------------------
+def gpu_request(type_: str, step: str, candidate: str, *, seed: int | None = None) -> dict[str, Any]:
+    """What a GPU step needs, as JSON with run-relative paths: ``type`` is ``eval`` or ``profile``."""
+    if type_ not in ("eval", "profile"):
+        raise ValueError(f"unknown GPU step type {type_!r}")
+    return {"type": type_, "step": step, "task": TASK, "candidate": candidate, "seed": seed}
+
+
+def run_gpu_step(run: Run, request: dict[str, Any], evaluator: Any, *, round_: int | None = None
+                 ) -> dict[str, Any]:
+    """Execute one GPU request with ``evaluator`` (``evaluate(task, candidate, *, seed)`` /
+    ``profile(task, candidate)`` returning dicts) and append its event. Standard library only, so the
+    GPU machine of a split run can call it without the LLM side's packages."""
+    found = run.log.find(request["step"], request["type"])
+    if found is not None:
+        return found
+    task, candidate = run.path / request["task"], run.path / request["candidate"]
+    data: dict[str, Any] = {"candidate": request["candidate"]}
+    if request["type"] == "eval":
+        if request.get("seed") is not None:
+            data["seed"] = request["seed"]
+            data["result"] = evaluator.evaluate(task, candidate, seed=request["seed"])
+        else:
+            data["result"] = evaluator.evaluate(task, candidate)
+    else:
+        raw = evaluator.profile(task, candidate)
+        csv = raw.get("csv") if raw.get("ok", True) else None  # a failed profile's csv is ncu's error text
+        data.update(ok=bool(csv), message=str(raw.get("message") or "")[:2000])
+        if isinstance(csv, str) and csv.strip():
+            rel = f"profiles/{step_filename(request['step'])[:-3]}.csv"
+            (run.path / "profiles").mkdir(exist_ok=True)
+            run.write_output(rel, csv)
+            data["csv"] = rel
+    return run.log.append("gpu", request["type"], data, step=request["step"], round_=round_)
+
+
+def pending_request(run: Run) -> dict[str, Any] | None:
+    """The step a paused run waits for (``{"side", "before", "request"}``), or None."""
+    events = run.log.events
+    if events and events[-1]["type"] == "run_paused":
+        return events[-1]["data"]
+    return None
+
+
 # Analysis with DuckDB -------------------------------------------------------------------------
 EVENT_COLUMNS = {"seq": "BIGINT", "ts": "VARCHAR", "kind": "VARCHAR", "type": "VARCHAR",
                  "step": "VARCHAR", "round": "INTEGER", "data": "JSON"}

@@ -137,6 +137,36 @@ def test_stop_before_gpu_and_llm(tmp_path: Path, task_file: Path) -> None:
         assert [e["type"] for e in gpu_side.run.log.events].count("run_paused") == 2
 
 
+def test_split_run_moves_between_folders(tmp_path: Path, task_file: Path) -> None:
+    """LLM side here, GPU side in another folder that only has the run folder and stdlib code."""
+    import shutil
+
+    from kernelskill.pipeline.portable import check_portable
+    from kernelskill.pipeline.runs import Run, pending_request, run_gpu_step
+
+    with ScriptedOpenAI(main_script()) as server:
+        loop, _ = make_loop(tmp_path, task_file, server.base_url, stop_before=["gpu"])
+        result = loop.execute()
+        rounds_to_gpu = 0
+        while result.status == "paused":
+            assert check_portable(loop.run.path) == []
+            pending = pending_request(loop.run)
+            assert pending["side"] == "gpu" and pending["request"]["candidate"].startswith("candidates/")
+            gpu_dir = tmp_path / "gpu-box" / loop.run.id
+            shutil.rmtree(gpu_dir, ignore_errors=True)
+            shutil.copytree(loop.run.path, gpu_dir)
+            run_gpu_step(Run(gpu_dir), pending["request"], ScriptedEvaluator())
+            shutil.rmtree(loop.run.path)
+            shutil.copytree(gpu_dir, loop.run.path)  # carried back
+            rounds_to_gpu += 1
+            loop, _ = make_loop(tmp_path, task_file, server.base_url, run_id=loop.run.id, stop_before=["gpu"])
+            result = loop.execute()
+        counts = Counter(server.steps())
+    assert result.status == "finished" and result.best["speedup"] == pytest.approx(2.40)
+    assert rounds_to_gpu == 9  # 6 evaluations, 2 profiles, 1 re-verification
+    assert {s: c for s, c in counts.items() if c != 1} == FAULTED
+
+
 def test_optimize_cli_with_live_display_then_runs_commands(tmp_path: Path, task_file: Path) -> None:
     from click.testing import CliRunner
 
