@@ -63,7 +63,6 @@ DB_DIR = "db"
 CHROMA_DIR = "chroma"
 COLLECTION = "skill_docs"
 LOCK = ".write.lock"
-KEEP_VERSIONS = 2
 
 #: table -> (columns with DuckDB types, in order). Every table also has ``json`` (the full object).
 TABLES: dict[str, dict[str, str]] = {
@@ -551,11 +550,19 @@ class KBStore:
                 leftover.unlink(missing_ok=True)
             raise
         con.close()
+        previous = self._current()
         final = db_dir / name
         os.replace(tmp, final)
         _fsync_dir(db_dir)
-        _write_atomic(self.kb_dir / CURRENT, json.dumps({"db": f"{DB_DIR}/{name}", "content_hash": new_hash}))
-        self._cleanup(keep=final.name)
+        try:  # the commit point: CURRENT names the new file
+            _write_atomic(self.kb_dir / CURRENT, json.dumps({"db": f"{DB_DIR}/{name}", "content_hash": new_hash}))
+        except BaseException:
+            final.unlink(missing_ok=True)
+            raise
+        keep = {final.name}
+        if previous:
+            keep.add(Path(previous["db"]).name)
+        self._cleanup(keep)
 
     @staticmethod
     def _bulk_insert(con: Any, table: str, columns: dict[str, str], rows: list[dict[str, Any]]) -> None:
@@ -575,11 +582,11 @@ class KBStore:
         finally:
             os.unlink(path)
 
-    def _cleanup(self, keep: str) -> None:
+    def _cleanup(self, keep: set[str]) -> None:
+        """Delete every version but the current and the previous one (a reader may still hold it)."""
         db_dir = self.kb_dir / DB_DIR
-        files = sorted((p for p in db_dir.glob("kb-*.duckdb")), key=lambda p: p.stat().st_mtime, reverse=True)
-        for p in files[KEEP_VERSIONS:]:
-            if p.name != keep:
+        for p in db_dir.glob("kb-*.duckdb"):
+            if p.name not in keep:
                 p.unlink(missing_ok=True)
                 p.with_name(p.name + ".wal").unlink(missing_ok=True)
         for p in db_dir.glob(".kb-*.tmp*"):
