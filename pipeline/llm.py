@@ -51,6 +51,7 @@ class LLMResponse(BaseModel):
     request_id: str | None = None
     attempts: int = 1
     provider: str = "openai"
+    faults: list[str] = Field(default_factory=list)  # what the retried attempts failed with
     from_log: bool = False  # served from the run's own log (resume) instead of a request
 
 
@@ -146,7 +147,13 @@ class LLMClient:
         if self.provider == "replay":
             response = self._replay(step)
         else:
-            response = self._request(role, messages, step, **kw)
+            try:
+                response = self._request(role, messages, step, **kw)
+            except LLMError as exc:
+                if self.log is not None:  # for analysis; the step stays unanswered and is asked again on resume
+                    self.log.append("llm", "llm_error", {"role": role, "model": self.settings.model,
+                                                         "error": str(exc)}, step=step, round_=round_)
+                raise
         self.totals.calls += 1
         self.totals.prompt_tokens += response.usage.prompt_tokens
         self.totals.completion_tokens += response.usage.completion_tokens
@@ -156,7 +163,7 @@ class LLMClient:
                 "role": role, "model": self.settings.model, "provider": response.provider,
                 "messages": messages, "text": response.text, "usage": response.usage.model_dump(),
                 "cost_usd": response.cost_usd, "latency_s": response.latency_s,
-                "request_id": response.request_id, "attempts": response.attempts,
+                "request_id": response.request_id, "attempts": response.attempts, "faults": response.faults,
             }, step=step, round_=round_)
         return response
 
@@ -215,7 +222,7 @@ class LLMClient:
             cost = cost_of(self.settings, self.settings.model, usage) or cost_of(self.settings, model, usage)
             return LLMResponse(text=text, usage=usage, cost_usd=cost, latency_s=round(latency, 4),
                                request_id=getattr(completion, "id", None), attempts=attempt + 1,
-                               provider=self.provider)
+                               provider=self.provider, faults=faults)
         raise AssertionError("unreachable")  # pragma: no cover
 
     # JSON answers ----------------------------------------------------------------------------

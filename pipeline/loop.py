@@ -216,8 +216,7 @@ class Loop:
     def __init__(self, run: Run, llm: LLMClient, evaluator: Evaluator, retriever: Retriever,
                  options: LoopOptions | None = None, *, gpu: dict[str, Any] | None = None,
                  on_progress: Callable[[dict[str, Any]], None] | None = None) -> None:
-        if llm.log is None or llm.log.path != run.log.path:
-            llm.log = run.log
+        llm.log = run.log  # one log object per run: one sequence, one index
         self.run = run
         self.llm = llm
         self.evaluator = evaluator

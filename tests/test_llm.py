@@ -49,6 +49,7 @@ def test_retries_on_429_500_broken_body_and_timeout(tmp_path: Path) -> None:
         client = LLMClient.from_settings(settings(server.base_url, timeout_s=0.4, max_retries=4), run_dir=tmp_path)
         r = client.chat("optimizer", msgs(), step="s")
         assert r.text == "finally" and r.attempts == 5
+        assert [f.split()[0] for f in r.faults] == ["429", "500", "JSONDecodeError:", "APITimeoutError:"]
         assert server.count("s") == 5
         assert client.totals.requests == 5
 
@@ -59,7 +60,12 @@ def test_gives_up_after_bounded_retries(tmp_path: Path) -> None:
         with pytest.raises(LLMError, match="gave up after 3 attempts"):
             client.chat("planner", msgs(), step="s")
         assert server.count("s") == 3
-    assert not (tmp_path / EVENTS).exists()  # nothing half-recorded
+        # the failure is logged for analysis, but the step stays unanswered: a resume asks again
+        events = [json.loads(line) for line in (tmp_path / EVENTS).read_text().splitlines()]
+        assert [(e["type"], e["step"]) for e in events] == [("llm_error", "s")]
+        server.script["s"] = ["back"]
+        again = LLMClient.from_settings(settings(server.base_url), run_dir=tmp_path).chat("planner", msgs(), step="s")
+        assert again.text == "back" and server.count("s") == 4
 
 
 def test_client_errors_are_not_retried(tmp_path: Path) -> None:
