@@ -33,6 +33,12 @@ ROLE_HEADER = "X-Kernelskill-Role"
 MAX_BACKOFF_S = 30.0
 
 
+#: further providers by name: ``fn(client, role, messages, step) -> LLMResponse`` (e.g. the file
+#: ``exchange`` of issue 8, which may raise the loop's ``Paused`` while it waits for an answer file).
+#: A provider's answers are recorded and validated exactly like the API's.
+PROVIDERS: dict[str, Callable[..., LLMResponse]] = {}
+
+
 class LLMError(KernelskillError):
     """The endpoint failed for good (after retries) or answered something unusable."""
 
@@ -84,9 +90,9 @@ class LLMClient:
         self.before_request: Callable[[str], None] | None = None
         if self.provider == "replay" and replay_from is None:
             raise KernelskillError("llm.provider replay: llm.base_url must name the recorded run folder")
-        if self.provider not in ("openai", "replay"):
-            raise KernelskillError(f"llm.provider: {self.provider!r} is not available here "
-                                   "(choose openai or replay)")
+        if self.provider not in ("openai", "replay", *PROVIDERS):
+            raise KernelskillError(f"llm.provider: {self.provider!r} is not available here (choose "
+                                   f"{', '.join(('openai', 'replay', *PROVIDERS))})")
 
     @classmethod
     def from_settings(cls, settings: LLMSettings, run_dir: Path | None = None) -> LLMClient:
@@ -146,6 +152,8 @@ class LLMClient:
             self.before_request(step)
         if self.provider == "replay":
             response = self._replay(step)
+        elif self.provider in PROVIDERS:
+            response = PROVIDERS[self.provider](self, role, messages, step)
         else:
             try:
                 response = self._request(role, messages, step, **kw)

@@ -133,3 +133,17 @@ def test_endpoint_and_key_checks_are_one_line_errors(tmp_path: Path) -> None:
         nokey = LLMClient.from_settings(settings(server.base_url, api_key=None, api_key_env="KS_TEST_NO_SUCH_KEY"))
         with pytest.raises(KernelskillError, match="no API key"):
             nokey.check_endpoint()
+
+
+def test_a_registered_provider_is_recorded_like_the_api(tmp_path: Path, monkeypatch) -> None:
+    from kernelskill.pipeline import llm as llm_module
+    from kernelskill.pipeline.llm import LLMResponse
+
+    monkeypatch.setitem(llm_module.PROVIDERS, "by-hand",
+                        lambda client, role, messages, step: LLMResponse(text=f"answer to {step}", provider="by-hand"))
+    client = LLMClient.from_settings(LLMSettings(provider="by-hand"), run_dir=tmp_path)
+    assert client.chat("planner", msgs(), step="r01.plan.1").text == "answer to r01.plan.1"
+    again = LLMClient.from_settings(LLMSettings(provider="by-hand"), run_dir=tmp_path)
+    assert again.chat("planner", msgs(), step="r01.plan.1").from_log
+    with pytest.raises(KernelskillError, match="not available here"):
+        LLMClient.from_settings(LLMSettings(provider="nope"))
