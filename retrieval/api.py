@@ -1,0 +1,224 @@
+"""``kernelskill.query``: which methods apply to this kernel, and why?
+
+    result = kernelskill.query("examples/kernels/naive_gemm.py",
+                               profile="examples/profiles/naive_gemm.csv")
+    result.bottleneck.id, result.case.id, result.first_methods()
+
+Pipeline: features (``feature_rules.extract``) + context (task, settings, overrides) + the normalized
+profile of the dominant kernel -> :func:`engine.decide` (derived fields, tier, bottleneck, case, vetoes)
+-> :func:`ranking.rank_methods` (SkillDocs of the permitted methods) -> :class:`QueryResult`.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+from kernelskill.errors import KernelskillError
+
+from .result import FeatureSummary, KernelSummary, ProfileSummary, QueryResult
+
+log = logging.getLogger(__name__)
+
+_STORES: dict[str, Any] = {}
+_RULES: dict[tuple[int, str | None], Any] = {}
+_LOCK = threading.Lock()
+
+
+def _open_store(settings: Any) -> Any:
+    key = str(Path(settings.kb_dir).resolve())
+    with _LOCK:
+        store = _STORES.get(key)
+        if store is None:
+            from kernelskill.kb.store import open_store
+
+            store = open_store(settings, read_only=True)
+            _STORES[key] = store
+        return store
+
+
+def _rules_for(store: Any) -> Any:
+    """The small decision tables, cached per store and content hash (re-read after an ingest)."""
+    from .engine import Rules
+
+    try:
+        content = store.content_hash()
+    except Exception:  # noqa: BLE001 - a reader without a hash (MemoryKB): never cache across calls
+        content = None
+    if content is None:
+        return Rules.from_kb(store)
+    key = (id(store), content)
+    rules = _RULES.get(key)
+    if rules is None:
+        rules = Rules.from_kb(store)
+        _RULES[key] = rules
+    return rules
+
+
+def _features(source: str, path: Path, given: Mapping[str, Any] | Any | None) -> FeatureSummary:
+    if given is not None:
+        if hasattr(given, "values") and hasattr(given, "kernels") and not isinstance(given, Mapping):
+            fs = given  # a FeatureSet
+            return _summary_from_featureset(fs)
+        return FeatureSummary(values=dict(given), source="given")
+    try:
+        from kernelskill.feature_rules import extract
+    except ImportError as exc:  # pragma: no cover - the feature room is part of the package
+        raise KernelskillError(f"feature extraction is unavailable ({exc}); pass features=") from exc
+    fs = extract(source, path=str(path))
+    return _summary_from_featureset(fs)
+
+
+def _summary_from_featureset(fs: Any) -> FeatureSummary:
+    evidence = {name: [f"line {e.line}: {e.text.strip()[:120]} ({e.rule})" for e in lines[:3]]
+                for name, lines in (getattr(fs, "evidence", {}) or {}).items() if lines}
+    undecided = fs.undecided() if hasattr(fs, "undecided") else []
+    return FeatureSummary(values=dict(fs.values), kernels=list(fs.kernels), launches=list(fs.launches),
+                          undecided=undecided, evidence=evidence, source="extracted")
+
+
+def _has_kernel(source: str, features: FeatureSummary) -> bool:
+    if features.source == "given":
+        return True
+    if features.kernels or features.launches:
+        return True
+    return "__global__" in source or "@triton.jit" in source
+
+
+def _profile_summary(prof: Any, source_kernels: list[str], kernel_path: Path) -> ProfileSummary:
+    dom = prof.dominant()
+    total = sum(k.total_duration_ns or 0.0 for k in prof.kernels)
+    in_source = set(source_kernels)
+    kernels = sorted(prof.kernels, key=lambda k: -(k.total_duration_ns or 0.0))
+    if in_source and not any(k.base_name in in_source for k in prof.kernels):
+        custom = [k.base_name for k in prof.kernels if not k.vendor]
+        if custom:
+            raise KernelskillError(
+                f"{prof.source}: profiles {', '.join(sorted(set(custom))[:4])}, not a kernel of {kernel_path} "
+                f"(it defines {', '.join(sorted(in_source)[:4])}); profile this kernel or pass the right file")
+    summaries = [KernelSummary(name=k.name, base_name=k.base_name, launches=k.launches,
+                               total_duration_ns=k.total_duration_ns,
+                               share_pct=round(100.0 * (k.total_duration_ns or 0.0) / total, 2) if total else None,
+                               vendor=k.vendor and k.base_name not in in_source,
+                               in_source=k.base_name in in_source) for k in kernels]
+    missing = [f"{m.field} (looked for {', '.join(m.looked_for)})" for m in dom.missing]
+    return ProfileSummary(source=prof.source, units=prof.units, dominant=dom.base_name,
+                          dominant_vendor=dom.vendor and dom.base_name not in in_source,
+                          launches_per_forward=prof.launches, kernels=summaries,
+                          fields={k: v for k, v in dom.fields.items()}, field_sources=dict(dom.sources),
+                          missing=missing, notes=list(prof.notes))
+
+
+def query(kernel: str | Path, *, task: str | Path | None = None, profile: str | Path | Any | None = None,
+          settings: Any = None, store: Any = None, features: Mapping[str, Any] | Any | None = None,
+          context: Mapping[str, Any] | None = None, k: int = 3) -> QueryResult:
+    """Answer "which methods apply to this kernel, and why?" (docs/CONTRACTS.md, "Retrieval").
+
+    ``profile`` is a path (ncu CSV or ``.ncu-rep``) or a parsed :class:`~.profile.Profile`; without it
+    the query is static-only. ``features`` overrides extraction (a dict of the 18 features or a
+    ``FeatureSet``); ``context`` overrides context fields (``task_dtype``, ``tolerance_atol``, ...).
+    """
+    from .context import read_task, settings_context
+    from .engine import decide, structure_of
+    from .ranking import query_text, rank_methods
+
+    timings: dict[str, float] = {}
+    t0 = time.perf_counter()
+    kpath = Path(kernel)
+    try:
+        source = kpath.read_text()
+    except FileNotFoundError:
+        raise KernelskillError(f"{kpath}: no such kernel file") from None
+    except (OSError, UnicodeDecodeError) as exc:
+        raise KernelskillError(f"{kpath}: cannot read the kernel: {exc}") from exc
+
+    feats = _features(source, kpath, features)
+    if not _has_kernel(source, feats):
+        raise KernelskillError(f"{kpath}: no kernel found (no __global__ function, no load_inline source, "
+                               f"no library launch in forward)")
+    t1 = time.perf_counter()
+    timings["features"] = (t1 - t0) * 1000
+
+    if settings is None and (store is None or context is None or "arch_sm" not in (context or {})):
+        from kernelskill.config import load_settings
+
+        settings = load_settings()
+    ctx: dict[str, Any] = settings_context(settings)
+    task_info = read_task(task) if task is not None else None
+    if task_info is not None and task_info.dtype:
+        ctx["task_dtype"] = task_info.dtype
+    ctx["has_profile"] = profile is not None
+    if feats.launches:
+        ctx["launches_per_forward"] = len(feats.launches)
+
+    prof_summary: ProfileSummary | None = None
+    why_missing: dict[str, str] = {}
+    prof_fields: dict[str, Any] = {}
+    if profile is not None:
+        from .profile import Profile, load_profile
+
+        prof = profile if isinstance(profile, Profile) else load_profile(profile)
+        prof_summary = _profile_summary(prof, feats.kernels, kpath)
+        ctx["launches_per_forward"] = prof.launches
+        ctx["vendor_kernel_dominant"] = prof_summary.dominant_vendor
+        prof_fields = {k: v for k, v in prof_summary.fields.items() if v is not None}
+        for m in prof.dominant().missing:
+            why_missing[m.field] = f"is not in the profile (looked for {', '.join(m.looked_for)})"
+    else:
+        from .profile import load_field_map
+
+        for name in load_field_map().fields:
+            why_missing[name] = "needs a profile (static-only query; pass --profile)"
+    if context:
+        ctx.update({k: v for k, v in context.items()})
+    timings["profile"] = (time.perf_counter() - t1) * 1000
+    t2 = time.perf_counter()
+
+    if store is None:
+        if settings is None:
+            from kernelskill.config import load_settings
+
+            settings = load_settings()
+        store = _open_store(settings)
+    rules = _rules_for(store)
+    env: dict[str, Any] = {**{k: v for k, v in feats.values.items()}, **ctx, **prof_fields}
+    structure = structure_of(feats.values)
+    decision = decide(store, env, structure=structure, rules=rules, why_missing=why_missing)
+    t3 = time.perf_counter()
+    timings["decide"] = (t3 - t2) * 1000
+
+    b_text = ""
+    if decision.bottleneck.id:
+        b = next((b for b in rules.bottlenecks if b.id == decision.bottleneck.id), None)
+        b_text = b.description if b is not None else ""
+    kernels = feats.kernels or ([prof_summary.dominant] if prof_summary else [])
+    text = query_text(feats.values, op_summary=task_info.summary() if task_info else "",
+                      bottleneck=decision.bottleneck.name, bottleneck_text=b_text, tier=decision.tier.name,
+                      kernels=kernels)
+    permitted = rank_methods(store, decision.permitted, text, case_id=decision.case.id, k=k,
+                             static_only=profile is None)
+    timings["rank"] = (time.perf_counter() - t3) * 1000
+
+    notes = list(decision.notes)
+    if profile is None:
+        notes.insert(0, "static-only: no profile given, so no tier or bottleneck; the answer comes from code "
+                        "features, a fallback case and similarity (pass --profile for a diagnosis)")
+    if prof_summary is not None:
+        if prof_summary.dominant_vendor:
+            notes.append(f"the dominant kernel {prof_summary.dominant} is a vendor kernel; its counters "
+                         f"describe the library, not the custom code")
+        notes.extend(prof_summary.notes)
+    if feats.undecided:
+        notes.append(f"features left at rule defaults (no LLM): {', '.join(feats.undecided)}")
+    context_out = {k: v for k, v in ctx.items()}
+    timings["total"] = (time.perf_counter() - t0) * 1000
+    return QueryResult(
+        kernel=str(kpath), task=str(task) if task is not None else None, static_only=profile is None,
+        features=feats, context=context_out, profile=prof_summary, tier=decision.tier,
+        bottleneck=decision.bottleneck, case=decision.case, permitted=permitted, forbidden=decision.forbidden,
+        vetoes=decision.vetoes, query_text=text, trace=decision.trace, notes=notes,
+        timings_ms={k: round(v, 3) for k, v in timings.items()})

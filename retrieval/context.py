@@ -1,0 +1,119 @@
+"""Context facts of a query: what the task computes (op summary, dtype), the target and the policy.
+
+The task file is read with :mod:`ast`, never imported (it would import torch and may run anything).
+"""
+
+from __future__ import annotations
+
+import ast
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from kernelskill.errors import KernelskillError
+
+_DTYPES = {"float16": "fp16", "half": "fp16", "bfloat16": "bf16", "float32": "fp32", "float": "fp32"}
+_GLUE = {"contiguous", "view", "reshape", "size", "dim", "unsqueeze", "squeeze", "permute", "transpose",
+         "to", "cuda", "cpu", "clone", "detach", "float", "flatten", "expand", "numel", "t"}
+
+
+@dataclass
+class TaskInfo:
+    path: str
+    ops: list[str] = field(default_factory=list)  # torch ops / modules the reference forward uses
+    dtype: str | None = None
+    shapes: list[str] = field(default_factory=list)
+
+    def summary(self) -> str:
+        parts = []
+        if self.ops:
+            parts.append("ops: " + ", ".join(self.ops))
+        if self.dtype:
+            parts.append(f"dtype {self.dtype}")
+        if self.shapes:
+            parts.append("inputs " + "; ".join(self.shapes[:4]))
+        return "; ".join(parts)
+
+
+def _dotted(node: ast.AST) -> str | None:
+    parts: list[str] = []
+    while isinstance(node, ast.Attribute):
+        parts.append(node.attr)
+        node = node.value
+    if isinstance(node, ast.Name):
+        parts.append(node.id)
+        return ".".join(reversed(parts))
+    return None
+
+
+def read_task(path: str | Path) -> TaskInfo:
+    """Parse a KernelBench task: ops of ``Model.forward`` (and modules built in ``__init__``), dtype and
+    input shapes from ``get_inputs``."""
+    p = Path(path)
+    try:
+        source = p.read_text()
+    except OSError as exc:
+        raise KernelskillError(f"{p}: cannot read the task: {exc}") from exc
+    try:
+        tree = ast.parse(source, filename=str(p))
+    except SyntaxError as exc:
+        raise KernelskillError(f"{p}:{exc.lineno}: the task is not valid Python: {exc.msg}") from exc
+    info = TaskInfo(path=str(p))
+    ops: dict[str, None] = {}
+    modules: dict[str, str] = {}
+    for node in ast.walk(tree):
+        if isinstance(node, ast.ClassDef) and node.name == "Model":
+            for fn in node.body:
+                if not isinstance(fn, ast.FunctionDef):
+                    continue
+                for sub in ast.walk(fn):
+                    if fn.name == "__init__" and isinstance(sub, ast.Assign) and isinstance(sub.value, ast.Call):
+                        name = _dotted(sub.value.func) or ""
+                        for t in sub.targets:
+                            if isinstance(t, ast.Attribute) and name.split(".")[-1][:1].isupper():
+                                modules[t.attr] = name.split(".")[-1]
+                    if fn.name == "forward" and isinstance(sub, ast.Call):
+                        name = _dotted(sub.func) or ""
+                        short = name.split(".")[-1]
+                        if name.startswith("self.") and short in modules:
+                            ops.setdefault(f"nn.{modules[short]}", None)
+                        elif short and short not in _GLUE and not name.startswith("self."):
+                            ops.setdefault(name.replace("torch.nn.functional.", "F.").replace("torch.", ""), None)
+                        elif short in ("matmul", "mm", "bmm"):
+                            ops.setdefault(short, None)
+                    if fn.name == "forward" and isinstance(sub, ast.BinOp) and isinstance(sub.op, ast.MatMult):
+                        ops.setdefault("matmul", None)
+        if isinstance(node, ast.FunctionDef) and node.name == "get_inputs":
+            seg = ast.get_source_segment(source, node) or ""
+            m = re.search(r"dtype\s*=\s*torch\.(\w+)", seg) or re.search(r"\.(half|bfloat16)\(\)", seg)
+            info.dtype = _DTYPES.get(m.group(1), m.group(1)) if m else "fp32"
+            for call in re.findall(r"torch\.(?:rand|randn|ones|zeros|empty)\(([^)]*)\)", seg):
+                info.shapes.append(call.strip())
+    info.ops = list(ops)
+    return info
+
+
+def arch_sm(arch: str | None) -> int | None:
+    """``"sm_90"`` / ``"90"`` / ``"9.0"`` -> 90."""
+    if not arch:
+        return None
+    m = re.search(r"(\d+)(?:\.(\d))?", str(arch))
+    if not m:
+        return None
+    return int(m.group(1)) * 10 + int(m.group(2)) if m.group(2) is not None else int(m.group(1))
+
+
+def settings_context(settings: Any) -> dict[str, Any]:
+    """Context fields that come from the settings (target arch, library policy)."""
+    out: dict[str, Any] = {}
+    if settings is None:
+        return out
+    sm = arch_sm(getattr(settings, "arch", None))
+    if sm is not None:
+        out["arch_sm"] = sm
+    harness = getattr(settings, "harness", None)
+    policy = getattr(harness, "library_policy", None)
+    if policy is not None:
+        out["library_calls_allowed"] = policy != "forbid"
+    return out

@@ -1,0 +1,108 @@
+"""Vector ranking: a query text built from the kernel, SkillDoc search restricted to the permitted
+methods, and the fusion of the case order with similarity.
+
+With a profile the case order decides (rules first; similarity only attaches guidance and examples).
+Static-only, the order is a reciprocal-rank fusion of the case order and the similarity order, ties
+broken by the case order, so the answer stays deterministic.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+from kernelskill.kb.schema import Method
+
+from .result import DocRef, PermittedMethod
+
+log = logging.getLogger(__name__)
+
+RRF_K = 60
+STRUCTURES = {0: "streaming elementwise", 1: "tiled / data reuse", 2: "irregular gather-scatter",
+              3: "reduction or scan", 4: "multi-kernel forward"}
+_FEATURE_WORDS = {
+    "has_reuse": "reuses data through shared memory or registers",
+    "streaming_no_reuse": "streaming, each element read once",
+    "has_vector_load_store": "16-byte vector loads",
+    "has_tail_handling_overhead": "per-element tail guard in the hot loop",
+    "has_multiple_kernels_in_forward": "several kernel launches per forward",
+    "tc_eligible": "matrix multiply that tensor cores could run",
+    "is_pointwise": "pointwise elementwise map",
+    "uses_transcendentals": "exp log erf transcendentals",
+    "is_naive_gemm": "naive GEMM dot product per thread from global memory",
+    "has_k_loop": "multiply-accumulate loop over K",
+    "is_stencil_conv": "stencil or convolution sliding window",
+    "has_shared_memory_tile": "shared memory staging",
+    "cudagraph_eligible": "CUDA graph capturable launches",
+}
+_NEGATED = {"has_vector_load_store": "scalar 4-byte accesses", "has_shared_memory_tile": "no shared memory"}
+
+
+def query_text(features: Mapping[str, Any], *, op_summary: str = "", bottleneck: str | None = None,
+               bottleneck_text: str = "", tier: str | None = None, kernels: Sequence[str] = ()) -> str:
+    """The text the SkillDocs are ranked against (deterministic for equal inputs)."""
+    parts: list[str] = []
+    if bottleneck:
+        parts.append(f"bottleneck: {bottleneck}. {bottleneck_text}".strip())
+    if tier and tier != "unknown":
+        parts.append(f"headroom tier {tier}")
+    structure = features.get("kernel_structure_id")
+    if isinstance(structure, int) and not isinstance(structure, bool) and structure in STRUCTURES:
+        parts.append(f"structure: {STRUCTURES[structure]}")
+    words = [w for f, w in _FEATURE_WORDS.items() if features.get(f) is True]
+    words += [w for f, w in _NEGATED.items() if features.get(f) is False]
+    if words:
+        parts.append("kernel: " + ", ".join(words))
+    if op_summary:
+        parts.append(op_summary)
+    if kernels:
+        parts.append("kernels " + ", ".join(kernels[:6]))
+    return ". ".join(parts)
+
+
+def _example_paths(kb: Any, m: Method) -> list[str]:
+    if m.example is None:
+        return []
+    root: Path | None = None
+    getter = getattr(kb, "example_root", None)
+    if getter is not None:
+        try:
+            root = getter(m.id)
+        except Exception as exc:  # noqa: BLE001 - a missing column in an older store: fall back
+            log.debug("example_root(%s) failed: %s", m.id, exc)
+    if root is None:
+        root = Path(__file__).resolve().parent.parent / "kb" / "skills"
+    return [str(root / rel) for rel in (m.example.task, m.example.before, m.example.after)]
+
+
+def rank_methods(kb: Any, methods: list[Method], text: str, *, case_id: str | None, k: int = 3,
+                 static_only: bool = False) -> list[PermittedMethod]:
+    """Search docs of the permitted methods only, attach up to ``k`` per method, and order."""
+    hits: list[Any] = []
+    if methods and text:
+        try:
+            hits = kb.search_docs(text, k=min(max(k * len(methods), 8), 64), methods=[m.id for m in methods])
+        except Exception as exc:  # noqa: BLE001 - ranking is advisory: the rules already decided
+            log.warning("vector search failed (%s); keeping the case order", exc)
+            hits = []
+    by_method: dict[str, list[Any]] = {}
+    for h in hits:
+        by_method.setdefault(h.method, []).append(h)
+    out: list[PermittedMethod] = []
+    for pos, m in enumerate(methods, start=1):
+        mine = sorted(by_method.get(m.id, []), key=lambda h: (h.distance, h.id))[:k]
+        docs = [DocRef(id=h.id, title=h.title, distance=round(float(h.distance), 4),
+                       kind=(h.metadata or {}).get("kind"), text=h.text[:400]) for h in mine]
+        out.append(PermittedMethod(
+            id=m.id, name=m.name, rank=pos, case_rank=pos, source_case=case_id, category=m.category,
+            tags=list(m.tags), guidance=m.guidance, examples=_example_paths(kb, m), docs=docs,
+            similarity=round(1.0 - docs[0].distance, 4) if docs else None))
+    if static_only and any(p.similarity is not None for p in out):
+        by_sim = sorted(out, key=lambda p: (-(p.similarity if p.similarity is not None else -1e9), p.case_rank))
+        vec_rank = {p.id: i for i, p in enumerate(by_sim, start=1)}
+        out.sort(key=lambda p: (-(1 / (RRF_K + p.case_rank) + 1 / (RRF_K + vec_rank[p.id])), p.case_rank))
+        for i, p in enumerate(out, start=1):
+            p.rank = i
+    return out

@@ -1,0 +1,178 @@
+"""The answer of ``kernelskill query``: pydantic models, JSON-serializable, with the full trace."""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+Value = bool | int | float | str | None
+
+
+class _Model(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+
+class TraceStep(_Model):
+    """One evaluation: a derived field, a tier bound, a predicate, a gate or a veto."""
+
+    kind: Literal["derived", "tier", "predicate", "bottleneck", "case", "veto", "requires", "note"]
+    id: str
+    expr: str = ""
+    inputs: dict[str, Value] = Field(default_factory=dict)
+    value: Value = None
+    used_by: list[str] = Field(default_factory=list)  # the bottleneck / case / veto that consulted it
+    note: str = ""
+
+
+class KernelSummary(_Model):
+    name: str
+    base_name: str
+    launches: int
+    total_duration_ns: float | None
+    share_pct: float | None  # of the forward's profiled time
+    vendor: bool
+    in_source: bool  # defined in the kernel file being queried
+
+
+class ProfileSummary(_Model):
+    source: str
+    units: str
+    dominant: str  # base name of the dominant kernel
+    dominant_vendor: bool
+    launches_per_forward: int
+    kernels: list[KernelSummary]
+    fields: dict[str, Value]  # normalized + derived fields of the dominant kernel
+    field_sources: dict[str, str] = Field(default_factory=dict)  # normalized field -> raw ncu column
+    missing: list[str] = Field(default_factory=list)  # "field (looked for a, b)"
+    notes: list[str] = Field(default_factory=list)
+
+
+class FeatureSummary(_Model):
+    values: dict[str, bool | int]
+    kernels: list[str] = Field(default_factory=list)
+    launches: list[str] = Field(default_factory=list)
+    undecided: list[str] = Field(default_factory=list)
+    evidence: dict[str, list[str]] = Field(default_factory=dict)  # feature -> "line N: text (rule)"
+    source: Literal["extracted", "given"] = "extracted"
+
+
+class TierResult(_Model):
+    id: str | None = None  # the tier's id (cases name tiers by id); None when unknown
+    name: str  # the tier's label (H/M/L) or "unknown"
+    field: str
+    value: float | None
+    reason: str
+
+
+class BottleneckCandidate(_Model):
+    id: str
+    name: str
+    priority: int
+    signature: Value  # True / False / None (unknown)
+    forced_by: list[str] = Field(default_factory=list)  # priority-rule predicates that held
+    considered: bool  # tried for cases (signature true or forced)
+    outcome: str = ""  # "matched <case>", "no case matched", "not tried"
+
+
+class BottleneckResult(_Model):
+    id: str | None
+    name: str | None
+    reason: str
+    candidates: list[BottleneckCandidate] = Field(default_factory=list)
+
+
+class CaseAttempt(_Model):
+    case: str
+    bottleneck: str | None
+    fallback: bool
+    matched: bool
+    failed: list[str] = Field(default_factory=list)  # predicates that kept it from matching
+    unknown: list[str] = Field(default_factory=list)  # `when` predicates that were unknown
+
+
+class CaseResult(_Model):
+    id: str | None
+    title: str | None
+    rationale: str | None
+    bottleneck: str | None
+    fallback: bool = False
+    priority: int | None = None
+    reason: str = ""
+    attempts: list[CaseAttempt] = Field(default_factory=list)
+
+
+class DocRef(_Model):
+    id: str
+    title: str
+    distance: float
+    kind: str | None = None
+    text: str = ""
+
+
+class PermittedMethod(_Model):
+    id: str
+    name: str
+    rank: int  # 1 = try first
+    case_rank: int  # position in the case's list
+    source_case: str | None
+    category: str | None = None
+    tags: list[str] = Field(default_factory=list)
+    guidance: str = ""
+    examples: list[str] = Field(default_factory=list)  # worked example files (task, before, after)
+    docs: list[DocRef] = Field(default_factory=list)
+    similarity: float | None = None  # 1 - best doc distance
+    notes: list[str] = Field(default_factory=list)
+
+
+class ForbiddenMethod(_Model):
+    id: str
+    name: str | None = None
+    reason: str
+    by: Literal["veto", "requires", "unknown_method"]
+    veto: str | None = None
+    case: str | None = None
+
+
+class VetoApplied(_Model):
+    id: str
+    title: str
+    rationale: str
+    methods: list[str] = Field(default_factory=list)
+    tags: list[str] = Field(default_factory=list)
+
+
+class QueryResult(_Model):
+    kernel: str
+    task: str | None = None
+    static_only: bool
+    features: FeatureSummary
+    context: dict[str, Value] = Field(default_factory=dict)
+    profile: ProfileSummary | None = None
+    tier: TierResult
+    bottleneck: BottleneckResult
+    case: CaseResult
+    permitted: list[PermittedMethod] = Field(default_factory=list)
+    forbidden: list[ForbiddenMethod] = Field(default_factory=list)
+    vetoes: list[VetoApplied] = Field(default_factory=list)
+    query_text: str = ""
+    trace: list[TraceStep] = Field(default_factory=list)
+    notes: list[str] = Field(default_factory=list)
+    timings_ms: dict[str, float] = Field(default_factory=dict)
+
+    def first_methods(self, n: int = 3) -> list[str]:
+        return [m.id for m in self.permitted[:n]]
+
+    def why(self) -> list[TraceStep]:
+        """The steps that decided the answer: the tier, the chosen bottleneck's signature and priority
+        rules, the matched case's gates and the vetoes that removed something."""
+        keep: set[str] = set()
+        if self.case.id:
+            keep.add(self.case.id)
+        if self.bottleneck.id:
+            keep.add(self.bottleneck.id)
+        keep |= {v.id for v in self.vetoes}
+        return [s for s in self.trace if s.kind == "tier" or s.id in keep or keep.intersection(s.used_by)]
+
+    def to_dict(self) -> dict[str, Any]:
+        return self.model_dump(mode="json")
