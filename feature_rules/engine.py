@@ -81,7 +81,7 @@ def _build(data: dict, path: Path, version: str) -> RuleSet:
     patterns = []
     for name, spec in (data.get("patterns") or {}).items():
         patterns.append(Pattern(name=name, regex=re.compile(spec["regex"]), view=spec.get("view", "code"),
-                                on=spec.get("on", "cuda")))
+                                on=spec.get("applies_to", "cuda")))
     known = structural | {p.name for p in patterns}
     derived: dict[str, ast.expr] = {}
     for name, text in (data.get("derived") or {}).items():

@@ -81,7 +81,7 @@ def answer_model(names: list[str]) -> type[BaseModel]:
         kind: Any = Literal[0, 1, 2, 3, 4] if name == "kernel_structure_id" else bool
         fields[name] = (kind, ...)
     fields["reasons"] = (dict[str, str], {})
-    return create_model("FeatureFallbackAnswer", __config__=ConfigDict(extra="forbid"), **fields)
+    return create_model("FeatureFallbackAnswer", __config__=ConfigDict(extra="ignore"), **fields)
 
 
 def _template() -> jinja2.Template:
@@ -117,6 +117,9 @@ def ask(llm: Any, prompt: str, names: list[str]) -> dict[str, Any] | None:
         try:
             raw = llm.complete_json("feature_fallback", message, schema)
             return model.model_validate(raw).model_dump()
+        except KernelskillError as exc:  # the endpoint failed: keep the rule defaults
+            log.warning("feature fallback call failed: %s", exc)
+            return None
         except (ValidationError, ValueError, TypeError) as exc:
             log.warning("feature fallback answer %d invalid: %s", attempt, str(exc).splitlines()[0])
             message = (prompt + "\n\nYour previous answer was invalid (" + str(exc).splitlines()[0][:300]

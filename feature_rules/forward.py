@@ -22,7 +22,7 @@ _LIB = {
     "conv": re.compile(r"\bcudnnConvolution\w*\s*\(|\b(?:torch|at)::(?:conv[123]d|convolution|conv_transpose[123]d|cudnn_convolution\w*)\s*\("),
     "attention": re.compile(r"\b(?:torch|at)::(?:scaled_dot_product_attention|_scaled_dot_product\w*|_flash_attention\w*)\s*\("),
     "reduce": re.compile(r"\b(?:torch|at)::(?:softmax|log_softmax|sum|mean|amax|amin|layer_norm|batch_norm|group_norm|cumsum|argmax|topk|sort|max_pool2d|avg_pool2d)\s*\(|\bcudnn\w*(?:Pooling|Normalization|Softmax)\w*Forward\w*\s*\(|\.(?:sum|mean|softmax|cumsum|norm)\s*\("),
-    "other": re.compile(r"\b(?:torch|at)::(?:relu|exp|tanh|sigmoid|gelu|add|mul|sub|div|cat|stack|where|clamp|pow|sqrt|abs|neg|addcmul|dropout|silu)\s*\(|\bcudnn(?:Activation|AddTensor|OpTensor)\w*\s*\(|\.(?:relu|exp|tanh|sigmoid|clone|copy_|add_|mul_)\s*\("),
+    "other": re.compile(r"\b(?:torch|at)::(?:relu|exp|tanh|sigmoid|gelu|add|mul|sub|div|cat|stack|where|clamp|pow|sqrt|abs|neg|addcmul|dropout|silu)\s*\(|\bcudnn(?:Activation|AddTensor|OpTensor)\w*\s*\(|\.(?:relu|exp|tanh|sigmoid|clone|copy_|add_?|mul_?|sub_?|div_?)\s*\("),
 }
 _SYNC_C = re.compile(r"\bcudaDeviceSynchronize\s*\(|\bcudaStreamSynchronize\s*\(|\bcudaMemcpy\s*\(|\.item\s*(?:<[^>]*>)?\s*\(|\.cpu\s*\(|\bcudaMalloc\s*\(|\bcudaFree\s*\(|\bcudaEventSynchronize\s*\(|\.to\s*\(\s*(?:torch::|at::)?kCPU")
 _DYNAMIC_C = re.compile(r"\bnonzero\s*\(|masked_select|(?:torch|at)::unique\w*\s*\(")

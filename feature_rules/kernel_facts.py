@@ -77,6 +77,17 @@ def _pieces(view: str, start: int, end: int) -> list[Piece]:
             pos += len(chunk)
             continue
         text = chunk
+        depth = 0
+        for i, ch in enumerate(chunk):
+            if ch == "(":
+                depth += 1
+            elif ch == ")":
+                depth -= 1
+                if depth < 0:  # the rest of a for/if/while header: the statement starts after it
+                    pos += i + 1
+                    text = chunk[i + 1 :]
+                    chunk = text
+                    depth = 0
         m = _ASSIGN_OP.search(text)
         if m:
             lhs, op, rhs = text[: m.start()], m.group(1), text[m.end() :]
@@ -199,7 +210,7 @@ def _terms(expr: str) -> list[str]:
             depth += 1
         elif ch in ")]":
             depth -= 1
-        if ch in "+-" and depth == 0 and cur.strip() and not cur.rstrip().endswith(("*", "/", "(", "e", "E")):
+        if ch in "+-" and depth == 0 and cur.strip() and not re.search(r"(?:[*/(]|\b\d+\.?\d*[eE])\s*$", cur):
             out.append(cur)
             cur = ""
             continue
@@ -304,7 +315,7 @@ def _window_var(ctx: FunctionContext, text: str, var: str) -> bool:
     for _, sub, _ in _reads(ctx, text, ctx.pointers | ctx.shared):
         for part in re.findall(r"\[([^\[\]]*(?:\[[^\[\]]*\][^\[\]]*)*)\]", sub):
             terms = [t.lstrip("+-").strip() for t in _terms(part)]
-            if var in terms and any(re.fullmatch(r"[A-Za-z_]\w*", t) and t != var and t in ctx.index_vars
+            if var in terms and any(t != var and (t in ctx.index_vars or re.fullmatch(r"threadIdx\.[xyz]", t))
                                     for t in terms):
                 return True
             if re.search(r"\([^()]*[+-]\s*" + v + r"\s*\)\s*\*|\(\s*" + v + r"\s*[+-][^()]*\)\s*\*", part):
@@ -365,6 +376,9 @@ def cuda_facts(src: Source, fn: Function) -> Facts:
             reads = _reads(ctx, p.rhs if p.op else p.text, {arr})
             if not reads:
                 continue
+            if p.op == "=" and _reads(ctx, p.lhs, ctx.pointers) and re.fullmatch(
+                    r"\s*" + re.escape(arr) + r"\s*(?:\[[^\[\]]*\]\s*)+", p.rhs):
+                continue  # a plain copy-out to global memory reorders, it does not reuse
             if any(lp.contains(p.start) for lp in tree_loops):
                 continue
             for _, sub, _ in reads:
@@ -514,12 +528,11 @@ def _is_bounds_guard(ctx: FunctionContext, g: Guard) -> bool:
                 continue
             if not ext_ids and not re.search(r"\d", ext_side):
                 continue
-            thread_only = (idx_ids <= (ctx.thread_vars | ctx.constants | {"threadIdx", "x", "y", "z", "warpSize"})
+            thread_only = (idx_ids <= (ctx.thread_vars | ctx.constants | {"threadIdx", "warpSize"})
                            and not re.search(r"blockIdx", idx_side)) or (
                 idx_ids & ctx.tree_vars)
             role_bound = (not ext_ids) or bool(ext_ids & (ctx.tree_vars | _ROLE_NAMES | {"blockDim", "warpSize"})) or (
-                ext_ids <= (ctx.constants | {"WARP_SIZE"}) and not ext_ids & ctx.int_params) or all(
-                i.isupper() or i.startswith("k") and i[1:2].isupper() for i in ext_ids)
+                ext_ids <= (ctx.constants | {"WARP_SIZE"}) and not ext_ids & ctx.int_params)
             if thread_only and role_bound:
                 continue
             if re.fullmatch(r"\s*0\s*", ext_side):
@@ -618,7 +631,7 @@ def _transpose(ctx: FunctionContext, add) -> None:
 
 
 def _first_ident(text: str) -> str:
-    m = _IDENT.search(text)
+    m = re.search(r"[A-Za-z_]\w*(?:\.[xyz]\b)?", text)
     return m.group(0) if m else text
 
 
@@ -664,7 +677,7 @@ def triton_facts(src: Source, fn: Function) -> Facts:
     for m in re.finditer(r"\bif\s+[^:\n]*(<|>=)[^:\n]*:", body):
         add("tl_mask", m.start())
     for m in re.finditer(r"\btl\.(?:load|store)\s*\(([^\n]*)", body):
-        ids = set(_IDENT.findall(m.group(1)))
+        ids = set(_IDENT.findall(_split_args(m.group(1))[0]))
         if ids & loaded:
             add("tl_gather", m.start())
     for name in loaded:

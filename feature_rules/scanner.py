@@ -169,15 +169,51 @@ def _keep_newlines(view: str, original: str) -> str:
     return "".join("\n" if o == "\n" else v for v, o in zip(view, original, strict=True))
 
 
-def _python_views(text: str) -> tuple[str, str, str | None]:
+_BUILDERS = re.compile(r"(?:^|\.)(load_inline|load|compile|RawKernel|RawModule|SourceModule|Program|build)$")
+
+
+def _source_string_lines(tree: ast.Module | None) -> set[int] | None:
+    """Lines of the string literals handed to load_inline & co. (None: no such call found)."""
+    if tree is None:
+        return None
+    assigned: dict[str, list[ast.AST]] = {}
+    for node in ast.walk(tree):
+        if isinstance(node, (ast.Assign, ast.AnnAssign)) and node.value is not None:
+            targets = node.targets if isinstance(node, ast.Assign) else [node.target]
+            for t in targets:
+                if isinstance(t, ast.Name):
+                    assigned.setdefault(t.id, []).append(node.value)
+    found: set[int] = set()
+    calls = 0
+    for node in ast.walk(tree):
+        if not isinstance(node, ast.Call) or not _BUILDERS.search(ast.unparse(node.func)):
+            continue
+        calls += 1
+        todo: list[ast.AST] = list(node.args) + [k.value for k in node.keywords]
+        seen: set[str] = set()
+        while todo:
+            item = todo.pop()
+            for sub in ast.walk(item):
+                if isinstance(sub, ast.Constant) and isinstance(sub.value, str):
+                    found.update(range(sub.lineno, (sub.end_lineno or sub.lineno) + 1))
+                elif isinstance(sub, ast.Name) and sub.id in assigned and sub.id not in seen:
+                    seen.add(sub.id)
+                    todo.extend(assigned[sub.id])
+    return found if calls and found else None
+
+
+def _python_views(text: str, tree: ast.Module | None = None) -> tuple[str, str, str | None]:
     """(CUDA view, Python view) of a Python file."""
     strings, comments, error = _string_spans_python(text)
+    wanted = _source_string_lines(tree)
+    starts = _line_starts(text)
     cuda = list(_blank(text))
     python = list(text)
     for begin, end in strings:
         content = text[begin:end]
         python[begin:end] = _blank(content)
-        if _CUDA_MARKERS.search(content):
+        line = bisect.bisect_right(starts, begin)
+        if (wanted is None or line in wanted) and _CUDA_MARKERS.search(content):
             cuda[begin:end] = content
     for begin, end in comments:
         python[begin:end] = _blank(text[begin:end])
@@ -239,7 +275,7 @@ def _classify_header(header: str) -> tuple[str, str, list[Param]] | None:
     if not m or m.group(1) in ("if", "for", "while", "switch", "return", "sizeof", "catch"):
         return None
     name = m.group(1)
-    if name == "__launch_bounds__":
+    if name == "__launch_bounds__" or re.fullmatch(r"PYBIND11_MODULE|TORCH_LIBRARY\w*|TORCH_EXTENSION_NAME", name):
         return None
     pre = h[: m.start()]
     if "__launch_bounds__" in h[open_pos:close]:
@@ -309,7 +345,7 @@ def scan(text: str, path: str | None = None) -> Source:
             if path is None and _CUDA_MARKERS.search(text) and not re.search(r"^\s*(import|from)\s", text, re.M):
                 language = "cuda"
     if language == "python":
-        raw_cuda, python, tok_error = _python_views(text)
+        raw_cuda, python, tok_error = _python_views(text, tree)
         py_error = py_error or tok_error
     else:
         raw_cuda, python = text, ""

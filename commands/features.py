@@ -1,0 +1,62 @@
+"""``kernelskill features FILE [--json] [--no-llm]``: the 18 static code features with evidence."""
+
+from __future__ import annotations
+
+import logging
+from pathlib import Path
+from typing import Any
+
+import click
+
+from kernelskill.commands._common import Ctx, common_options, console, emit
+
+log = logging.getLogger(__name__)
+
+
+def _llm_for(ctx: Ctx) -> Any:
+    """The configured LLM client, or None when no endpoint/key is configured."""
+    settings = ctx.settings()
+    if not (settings.llm.base_url or settings.llm.resolved_api_key()) and settings.llm.provider == "openai":
+        log.info("no LLM endpoint configured: undecided features keep the rule defaults")
+        return None, settings
+    from kernelskill.pipeline.llm import LLMClient
+
+    return LLMClient.from_settings(settings.llm), settings
+
+
+def _render(fs: Any) -> None:
+    from rich.markup import escape
+    from rich.table import Table
+
+    table = Table(title=f"features ({', '.join(fs.kernels) or 'no kernels'}; launches: "
+                        f"{', '.join(fs.launches) or 'none'})")
+    table.add_column("feature")
+    table.add_column("value")
+    table.add_column("decided")
+    table.add_column("evidence")
+    for name, value in fs.values.items():
+        ev = fs.evidence.get(name, [])
+        text = "\n".join(escape(f"L{e.line} [{e.rule}] {e.text[:70]}") for e in ev[:3]) or "-"
+        table.add_row(name, str(value), "yes" if fs.decided.get(name) else "no", text)
+    out = console()
+    out.print(table)
+    out.print(f"rule set {fs.ruleset_version}, source {fs.source_hash[:12]}"
+              + (f", fallback model {fs.llm_model}" if fs.llm_model else ""))
+
+
+@click.command(name="features")
+@click.argument("file", type=click.Path(path_type=Path))
+@click.option("--no-llm", is_flag=True, default=False, help="Rules only: never call the LLM fallback.")
+@common_options
+def features(ctx: Ctx, file: Path, no_llm: bool) -> None:
+    """Show the 18 static code features of FILE (.py with load_inline/Triton kernels, or .cu)."""
+    from kernelskill.feature_rules import FeatureCache, extract_file
+
+    llm = None
+    cache = None
+    if not no_llm:
+        llm, settings = _llm_for(ctx)
+        if llm is not None:
+            cache = FeatureCache(settings.cache_dir / "features.duckdb")
+    fs = extract_file(file, llm=llm, cache=cache)
+    emit(ctx, fs, _render)
