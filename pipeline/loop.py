@@ -274,6 +274,11 @@ class Loop:
 
     # the loop ----------------------------------------------------------------------------------
     def execute(self) -> LoopResult:
+        """Run (or continue) the loop; one process at a time per run."""
+        with self.run.lock():
+            return self._execute_locked()
+
+    def _execute_locked(self) -> LoopResult:
         self.llm.before_request = lambda step: self._guard("llm", step)
         self._note("run_started", "run", {"options": self.options.model_dump(exclude={"stop_before"}),
                                           "model": self.llm.settings.model})

@@ -27,6 +27,7 @@ run folder's absolute path (and the user's home) in every string it stores.
 
 from __future__ import annotations
 
+import contextlib
 import datetime as _dt
 import json
 import logging
@@ -48,6 +49,7 @@ EVENTS = "events.jsonl"
 MANIFEST = "run.json"
 TASK = "task.py"
 CANDIDATES = "candidates"
+LOCK = ".lock"
 STEP_KINDS = ("llm", "kb", "gpu", "loop")
 #: which machine a step kind needs in a split run: LLM side (keys, the KB) or GPU side.
 SIDE = {"llm": "llm", "kb": "llm", "gpu": "gpu", "loop": "any"}
@@ -187,6 +189,21 @@ class Run:
             raise KernelskillError(f"{file}: not a run folder (no {MANIFEST})") from exc
         except json.JSONDecodeError as exc:
             raise KernelskillError(f"{file}:{exc.lineno}: invalid JSON: {exc.msg}") from exc
+
+    @contextlib.contextmanager
+    def lock(self) -> Iterator[None]:
+        """Exclusive use of the run by one process (released by the OS even on kill -9)."""
+        import fcntl
+
+        with (self.path / LOCK).open("a") as fh:
+            try:
+                fcntl.flock(fh, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except BlockingIOError as exc:
+                raise KernelskillError(f"run {self.id}: in use by another process") from exc
+            try:
+                yield
+            finally:
+                fcntl.flock(fh, fcntl.LOCK_UN)
 
     def write_candidate(self, step: str, source: str) -> str:
         """Store a candidate's source; return its path relative to the run folder."""

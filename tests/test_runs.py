@@ -140,3 +140,16 @@ def test_no_cuda_device_is_one_line(tmp_path: Path) -> None:
         assert server.model_list_calls == 1 and server.requests == []
     assert result.exit_code == 2 and "no CUDA device" in result.output and result.output.count("\n") == 1
     assert not (tmp_path / "home" / "runs").exists()
+
+
+def test_a_run_is_used_by_one_process_at_a_time(tmp_path: Path) -> None:
+
+    from kernelskill.errors import KernelskillError
+
+    run = RunStore(tmp_path).create(_task(tmp_path), {"model": "m"})
+    with run.lock():
+        with pytest.raises(KernelskillError, match="in use by another process"):
+            with Run(run.path).lock():
+                pass
+    with Run(run.path).lock():  # released
+        pass
