@@ -261,7 +261,7 @@ def apply_rules(text: str, path: str | None = None, rules: RuleSet | None = None
                     return fwd[n]
                 return current[n]
 
-            def collect(tree: ast.expr) -> None:
+            def collect(tree: ast.expr, ev: list[tuple[int, str]] = ev) -> None:
                 for n in names_in(tree):
                     if n in fwd_ev and fwd.get(n):
                         ev.extend((o, n) for o in fwd_ev[n])

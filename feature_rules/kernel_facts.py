@@ -362,8 +362,9 @@ def cuda_facts(src: Source, fn: Function) -> Facts:
             src_global = True
         else:
             src_global = bool(_reads(ctx, p.rhs, ctx.pointers)) or "__ldg" in p.rhs
-        if lhs_arrays and src_global:
-            for a in lhs_arrays:
+        from_shared = bool(_reads(ctx, p.rhs, ctx.shared))
+        for a in lhs_arrays:
+            if src_global or (a in ctx.local_arrays and from_shared):  # register fragments of a tile
                 staged.setdefault(a, p.start)
     for arr, first in staged.items():
         read_sites = set()
@@ -374,7 +375,7 @@ def cuda_facts(src: Source, fn: Function) -> Facts:
             if _reads(ctx, p.lhs, {arr}) and _reads(ctx, p.rhs, {arr}):
                 continue  # in-place tree step: communication, not reuse
             reads = _reads(ctx, p.rhs if p.op else p.text, {arr})
-            if not reads:
+            if not reads or re.search(r"__shared__|" + _ELEM_TYPES + r"\s+" + re.escape(arr) + r"\s*\[", p.text):
                 continue
             if p.op == "=" and _reads(ctx, p.lhs, ctx.pointers) and re.fullmatch(
                     r"\s*" + re.escape(arr) + r"\s*(?:\[[^\[\]]*\]\s*)+", p.rhs):
@@ -479,7 +480,7 @@ def cuda_facts(src: Source, fn: Function) -> Facts:
         for m in re.finditer(r"\b([A-Za-z_]\w*)\s*\[[^\]]*\b([A-Za-z_]\w*)\s*\[", p.text):
             if m.group(1) in ctx.pointers and m.group(2) in ctx.pointers:
                 add("index_gather", p.start + m.start())
-        for arr, sub, off in _reads(ctx, p.text, ctx.pointers):
+        for _arr, sub, off in _reads(ctx, p.text, ctx.pointers):
             if _idents(sub) & ctx.int_loaded_vars:
                 add("index_gather", p.start + off)
     for g in ctx.guards:
