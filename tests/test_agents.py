@@ -111,3 +111,27 @@ def test_reviewer_is_checked_against_the_harness(tmp_path: Path) -> None:
                          result={"status": "mismatch", "correct": False}, parent=parent, memory=MEMORY)
         assert not wrong.accept and wrong.reason == "harness: mismatch"
         assert server.steps() == ["r02.review.1", "r03.review.1", "r04.review.1", "r04.review.2"]
+
+
+def test_memory_filters_failed_methods_per_parent_and_keeps_profile_deltas() -> None:
+    from kernelskill.pipeline.memory import Attempt, Memory
+
+    m = Memory()
+    m.add_attempt(Attempt(round=1, step="r01.optimize", candidate="c/r01.py", parent="c/seed.py", branch="optimize",
+                          method="split_k", result_class="mismatch"))
+    m.add_attempt(Attempt(round=2, step="r02.optimize", candidate="c/r02.py", parent="c/seed.py", branch="optimize",
+                          method="kernel_fusion", result_class="mismatch"))
+    m.add_attempt(Attempt(round=3, step="r03.repair", candidate="c/r03.py", parent="c/seed.py", branch="repair",
+                          derived_from="c/r02.py",
+                          method="kernel_fusion", result_class="ok", correct=True, accepted=True, speedup=1.4))
+    m.add_attempt(Attempt(round=4, step="r04.optimize", candidate="c/r04.py", parent="c/r03.py", branch="optimize",
+                          method="split_k", result_class="ok", correct=True, review="within noise"))
+    # split_k failed on seed; kernel_fusion failed, but its repair succeeded on the same parent
+    assert m.failed_methods("c/seed.py") == {"split_k": "round 1: mismatch"}
+    assert m.failed_methods("c/r03.py") == {"split_k": "round 4: within noise"}
+    m.set_profile_deltas("c/r03.py", {"dram_throughput_pct": 40.0, "kernel_duration_ns": 2000.0},
+                         {"dram_throughput_pct": 85.5, "kernel_duration_ns": 900.0, "sm_throughput_pct": 20.0})
+    assert m.attempt_for("c/r03.py").profile_deltas == {"kernel_duration_ns": -1100.0, "dram_throughput_pct": 45.5}
+    text = render("partials/history.j2", memory=m.view())
+    assert "round 3 repair `kernel_fusion` of c/r02.py: ok, speedup 1.400x (accepted as parent)" in text
+    assert "kernel_duration_ns -1100.00" in text
