@@ -305,14 +305,14 @@ def apply_vetoes(ev: Evaluator, rules: Rules, case: Case, methods: list[Method],
             active.append(v)
     permitted: list[Method] = []
     forbidden: list[ForbiddenMethod] = []
-    used: dict[str, Veto] = {}
+    used: dict[str, list[str]] = {}
     for m in methods:
         veto = next((v for v in active if m.id in v.methods or set(m.tags) & set(v.tags)), None)
         if veto is not None:
             how = "by id" if m.id in veto.methods else f"by tag {sorted(set(m.tags) & set(veto.tags))[0]}"
             forbidden.append(ForbiddenMethod(id=m.id, name=m.name, by="veto", veto=veto.id, case=case.id,
                                              reason=f"{veto.title} ({how}): {veto.rationale}"))
-            used[veto.id] = veto
+            used.setdefault(veto.id, []).append(m.id)
             continue
         req = {r: ev.pred(r, m.id) for r in m.requires}
         if m.requires:
@@ -324,8 +324,8 @@ def apply_vetoes(ev: Evaluator, rules: Rules, case: Case, methods: list[Method],
                                              reason=f"requires {', '.join(failed)}, which does not hold"))
             continue
         permitted.append(m)
-    applied = [VetoApplied(id=v.id, title=v.title, rationale=v.rationale, methods=v.methods, tags=v.tags)
-               for v in active]
+    applied = [VetoApplied(id=v.id, title=v.title, rationale=v.rationale, methods=v.methods, tags=v.tags,
+                           removed=used.get(v.id, [])) for v in active]
     applied.sort(key=lambda a: (a.id not in used, a.id))
     return permitted, forbidden, applied
 

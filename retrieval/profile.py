@@ -60,6 +60,17 @@ def load_field_map(path: str | None = None) -> FieldMap:
     return FieldMap.model_validate({k: v for k, v in data.items() if k != "version"})
 
 
+def capture_metrics(field_map: FieldMap | None = None) -> list[str]:
+    """The raw ncu metrics to request (``--metrics``) so that every mapped field can be filled."""
+    fmap = field_map or load_field_map()
+    out: dict[str, None] = {}
+    for spec in fmap.all_fields().values():
+        for raw in spec.get("raw", []):
+            if "__" in raw:
+                out.setdefault(raw, None)
+    return list(out)
+
+
 class MissingField(BaseModel):
     field: str
     looked_for: list[str]

@@ -140,6 +140,7 @@ class VetoApplied(_Model):
     rationale: str
     methods: list[str] = Field(default_factory=list)
     tags: list[str] = Field(default_factory=list)
+    removed: list[str] = Field(default_factory=list)  # methods of the chosen case it took out
 
 
 class QueryResult(_Model):
@@ -171,8 +172,11 @@ class QueryResult(_Model):
             keep.add(self.case.id)
         if self.bottleneck.id:
             keep.add(self.bottleneck.id)
-        keep |= {v.id for v in self.vetoes}
-        return [s for s in self.trace if s.kind == "tier" or s.id in keep or keep.intersection(s.used_by)]
+        keep |= {v.id for v in self.vetoes if v.removed}
+        steps = [s for s in self.trace if s.kind == "tier" or s.id in keep or keep.intersection(s.used_by)]
+        feeding = {name for s in steps if s.kind == "predicate" for name in s.inputs}
+        derived = [s for s in self.trace if s.kind == "derived" and s.id in feeding]
+        return derived + steps
 
     def to_dict(self) -> dict[str, Any]:
         return self.model_dump(mode="json")

@@ -1,0 +1,189 @@
+"""``kernelskill query KERNEL``: which methods apply to this kernel, and why?"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import click
+
+from kernelskill.commands._common import common_options, console, emit
+from kernelskill.errors import KernelskillError
+
+
+def _parse_context(items: tuple[str, ...]) -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    for item in items:
+        key, sep, raw = item.partition("=")
+        if not sep or not key.strip():
+            raise KernelskillError(f"--context {item!r}: expected KEY=VALUE (e.g. tolerance_atol=1e-4)")
+        value: Any = raw.strip()
+        low = value.lower()
+        if low in ("true", "false"):
+            value = low == "true"
+        else:
+            for cast in (int, float):
+                try:
+                    value = cast(value)
+                    break
+                except ValueError:
+                    continue
+        out[key.strip()] = value
+    return out
+
+
+def _live_profile(task: Path | None, kernel: Path, settings: Any) -> Any:
+    if task is None:
+        raise KernelskillError("--ncu needs --task (ncu profiles one forward of the task with this kernel)")
+    from kernelskill.pipeline.harness import profile as harness_profile
+    from kernelskill.retrieval.profile import capture_metrics, parse_csv_text
+
+    result = harness_profile(task, kernel, metrics=tuple(capture_metrics()))
+    if not result.ok:
+        raise KernelskillError(f"{kernel}: profiling failed: {result.message}")
+    return parse_csv_text(result.csv, source=f"ncu ({kernel.name})")
+
+
+@click.command("query")
+@click.argument("kernel", type=click.Path(path_type=Path, dir_okay=False))
+@click.option("--task", type=click.Path(path_type=Path, dir_okay=False), default=None,
+              help="The KernelBench task the kernel implements (op summary, dtype).")
+@click.option("--profile", "profile_path", type=click.Path(path_type=Path, dir_okay=False), default=None,
+              help="ncu profile: CSV (--csv --page raw, base or human units) or .ncu-rep.")
+@click.option("--ncu", "run_ncu", is_flag=True, default=False,
+              help="Profile now with the harness (needs a CUDA GPU, ncu and --task).")
+@click.option("--explain", is_flag=True, default=False,
+              help="Show the full trace: every derived field, predicate, case and veto evaluated.")
+@click.option("--context", "context_items", multiple=True, metavar="KEY=VALUE",
+              help="Set a context field, e.g. --context tolerance_atol=1e-4 --context task_dtype=bf16.")
+@click.option("-k", "k", type=click.IntRange(1, 20), default=3, show_default=True,
+              help="Skill docs to attach per permitted method.")
+@common_options
+def query(ctx, kernel: Path, task: Path | None, profile_path: Path | None, run_ncu: bool, explain: bool,
+          context_items: tuple[str, ...], k: int) -> None:
+    """Which methods apply to KERNEL, and why (offline; no GPU, no LLM)."""
+    from kernelskill.retrieval.api import query as run_query
+
+    if profile_path is not None and run_ncu:
+        raise KernelskillError("give either --profile or --ncu, not both")
+    settings = ctx.settings()
+    prof: Any = profile_path
+    if run_ncu:
+        prof = _live_profile(task, kernel, settings)
+    result = run_query(kernel, task=task, profile=prof, settings=settings,
+                       context=_parse_context(context_items) or None, k=k)
+    emit(ctx, result, lambda r: render(r, explain=explain))
+
+
+# ------------------------------------------------------------------------------------------ render
+def _v(value: Any) -> str:
+    if value is None:
+        return "[yellow]unknown[/]"
+    if value is True:
+        return "[green]true[/]"
+    if value is False:
+        return "[red]false[/]"
+    if isinstance(value, float):
+        return f"{value:.4g}"
+    return str(value)
+
+
+def _inputs(inputs: dict[str, Any]) -> str:
+    return ", ".join(f"{k}={_v(v)}" for k, v in inputs.items())
+
+
+def render(r: Any, *, explain: bool = False) -> None:
+    from rich.panel import Panel
+    from rich.table import Table
+
+    con = console()
+    head = f"[bold]{r.kernel}[/]"
+    if r.task:
+        head += f"  task {r.task}"
+    if r.profile:
+        head += f"\nprofile {r.profile.source} ({r.profile.units} units)"
+    else:
+        head += "\n[yellow]static-only[/]: no profile; decided from code features and similarity"
+    con.print(Panel(head, title="kernelskill query", expand=False))
+
+    feats = ", ".join(f"{k}={v}" if not isinstance(v, bool) else k
+                      for k, v in r.features.values.items() if v is not False)
+    con.print(f"[bold]features[/] ({r.features.source}): {feats or 'none set'}")
+    if r.features.kernels:
+        con.print(f"[bold]kernels in source[/]: {', '.join(r.features.kernels)}")
+
+    if r.profile:
+        p = r.profile
+        t = Table(title=f"profile: {p.launches_per_forward} launches per forward, dominant {p.dominant}",
+                  title_justify="left")
+        for col in ("kernel", "launches", "time (us)", "share", "vendor", "in source"):
+            t.add_column(col, justify="right" if col in ("launches", "time (us)", "share") else "left")
+        for kern in p.kernels:
+            t.add_row(kern.base_name[:60], str(kern.launches),
+                      f"{(kern.total_duration_ns or 0) / 1000:.1f}",
+                      f"{kern.share_pct:.1f}%" if kern.share_pct is not None else "-",
+                      "yes" if kern.vendor else "", "yes" if kern.in_source else "")
+        con.print(t)
+        keys = ("dram_throughput_pct", "l2_throughput_pct", "l1_throughput_pct", "sm_throughput_pct",
+                "achieved_occupancy_pct", "registers_per_thread", "stall_long_scoreboard_ratio",
+                "branch_divergence_pct", "kernel_duration_ns")
+        derived = {s.id: s.value for s in r.trace if s.kind == "derived"}
+        vals = {**p.fields, **derived}
+        con.print("  " + "  ".join(f"{key}={_v(vals.get(key))}" for key in keys if key in vals))
+        if p.missing:
+            con.print(f"  [yellow]missing[/]: {'; '.join(p.missing)}")
+
+    tier_col = "yellow" if r.tier.name == "unknown" else "cyan"
+    con.print(f"[bold]tier[/] [{tier_col}]{r.tier.name}[/]: {r.tier.reason}")
+    b = r.bottleneck
+    con.print(f"[bold]bottleneck[/] [cyan]{b.id or 'none'}[/]: {b.reason}")
+    cands = [c for c in b.candidates if c.considered]
+    if cands:
+        con.print("  candidates: " + "; ".join(
+            f"{c.id} (priority {c.priority}{', forced by ' + ','.join(c.forced_by) if c.forced_by else ''}"
+            f"{': ' + c.outcome if c.outcome else ''})" for c in cands))
+    c = r.case
+    if c.id:
+        con.print(Panel(f"[bold]{c.title}[/]\n{c.rationale}\n[dim]{c.reason}[/]",
+                        title=f"case {c.id}" + (" (fallback)" if c.fallback else ""), expand=False))
+    else:
+        con.print(f"[red]no case matched[/]: {c.reason}")
+
+    if r.permitted:
+        t = Table(title="permitted methods (try in this order)", title_justify="left")
+        for col in ("#", "method", "guidance", "worked example"):
+            t.add_column(col)
+        for m in r.permitted:
+            ex = next((e for e in m.examples if e.endswith("after.py")), m.examples[0] if m.examples else "")
+            guide = (m.guidance or (m.docs[0].text if m.docs else "")).strip().replace("\n", " ")
+            t.add_row(str(m.rank), f"{m.id}\n[dim]{m.name}[/]", guide[:160] + ("..." if len(guide) > 160 else ""),
+                      _short(ex))
+        con.print(t)
+    if r.forbidden:
+        t = Table(title="forbidden", title_justify="left")
+        t.add_column("method")
+        t.add_column("by")
+        t.add_column("reason")
+        for f in r.forbidden:
+            t.add_row(f.id, f.veto or f.by, f.reason[:160])
+        con.print(t)
+    for note in r.notes:
+        con.print(f"[dim]note: {note}[/]")
+
+    steps = r.trace if explain else r.why()
+    t = Table(title="trace" if explain else "why (use --explain for the full trace)", title_justify="left")
+    for col in ("kind", "id", "expression", "inputs", "value"):
+        t.add_column(col, overflow="fold")
+    for s in steps:
+        t.add_row(s.kind, s.id, s.expr, _inputs(s.inputs), _v(s.value) + (f" [dim]{s.note}[/]" if s.note else ""))
+    con.print(t)
+
+
+def _short(path: str) -> str:
+    if not path:
+        return ""
+    try:
+        return str(Path(path).resolve().relative_to(Path.cwd()))
+    except ValueError:
+        parts = Path(path).parts
+        return str(Path(*parts[-4:])) if len(parts) > 4 else path
