@@ -150,10 +150,17 @@ def query_view(raw: dict[str, Any]) -> dict[str, Any]:
                 out.append({"id": item["id"], **{k: item.get(k) or "" for k in keys}})
         return out
 
+    def _label(value: Any, *keys: str) -> str:
+        if isinstance(value, dict):  # TierResult / BottleneckResult
+            head = next((str(value[k]) for k in keys if value.get(k)), "unknown")
+            return f"{head} ({value['reason']})" if value.get("reason") else head
+        return str(value) if value else "unknown"
+
     case = raw.get("case")
     if isinstance(case, dict):
-        case = {"id": case.get("id", ""), "title": case.get("title", ""), "rationale": case.get("rationale", "")}
-    return {"tier": raw.get("tier") or "unknown", "bottleneck": raw.get("bottleneck") or "unknown",
+        case = ({"id": case.get("id") or "", "title": case.get("title") or "",
+                 "rationale": case.get("rationale") or ""} if case.get("id") else None)
+    return {"tier": _label(raw.get("tier"), "name", "id"), "bottleneck": _label(raw.get("bottleneck"), "name", "id"),
             "case": case or None, "static_only": bool(raw.get("static_only", False)),
             "permitted": _methods(raw.get("permitted"), "name", "guidance"),
             "forbidden": _methods(raw.get("forbidden"), "reason"),
@@ -360,10 +367,18 @@ class Loop:
 
         def do_query() -> dict[str, Any]:
             profile_path = self.run.path / prof["csv"] if prof.get("csv") else None
-            raw = self.retriever.query(self.run.path / parent.path, task=self.run.task_path, profile=profile_path)
+            try:
+                raw = self.retriever.query(self.run.path / parent.path, task=self.run.task_path,
+                                           profile=profile_path)
+            except KernelskillError as exc:
+                if "no kernel found" not in str(exc):  # a broken KB or store: stop, resumable once fixed
+                    raise
+                log.warning("query of %s: %s", parent.path, exc)  # a fact about this parent: record it
+                return {"candidate": parent.path, "result": {}, "error": str(exc)}
             return {"candidate": parent.path, "result": raw}
 
-        return query_view(self._recorded("kb", "query", f"query.{name}", do_query)["result"])
+        data = self._recorded("kb", "query", f"query.{name}", do_query)
+        return query_view(data["result"]) | {"error": data.get("error")}
 
     def _optimize(self, r: int, parent: Candidate) -> tuple[str, Any, dict[str, Any]] | str:
         query = self._profile_and_query(parent)

@@ -171,6 +171,7 @@ class Run:
             scrub[str(Path.home())] = "~"
         except RuntimeError:  # pragma: no cover - no home directory
             pass
+        scrub[str(Path(__file__).resolve().parents[1])] = "<kernelskill>"  # where the package is installed
         host = socket.gethostname()
         if len(host) >= 6:
             scrub[host] = "<host>"
