@@ -58,6 +58,8 @@ def show(ctx, run: str) -> None:
         out = console()
         out.print(f"[bold]{d['id']}[/bold] {d['task']} ({d['status']}), model {d['model']}, "
                   f"{d['llm_calls']} LLM calls, {d['tokens']} tokens, ${d['cost_usd']:.4f}")
+        if d.get("waits_for"):
+            out.print(f"waits for the {d['waits_for']} step")
         table = Table("round", "branch", "method", "result", "speedup", "accepted")
         for a in d["trajectory"]:
             table.add_row(str(a["round"]), a["branch"], a.get("method") or "-", a["result_class"],

@@ -381,6 +381,7 @@ def summary(run: Run) -> dict[str, Any]:
         "attempts": len(attempts), "evals": sum(1 for e in events if e["type"] == "eval"),
         "best_speedup": max(accepted, default=None),
         "verified_speedup": (finished[-1]["best"] or {}).get("verified_speedup") if finished else None,
+        "waits_for": (lambda p: f"{p['side']} {p['before']}" if p else None)(pending_request(run)),
         "llm_calls": len(llm), "tokens": sum(d["usage"].get("total_tokens", 0) for d in llm),
         "cost_usd": round(sum(d.get("cost_usd", 0.0) for d in llm), 6),
     }

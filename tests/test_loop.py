@@ -135,6 +135,10 @@ def test_stop_before_gpu_and_llm(tmp_path: Path, task_file: Path) -> None:
         assert evaluator.calls == [("evaluate", "r00.generate.py")]
         assert server.steps() == ["r00.generate.1"]
         assert [e["type"] for e in gpu_side.run.log.events].count("run_paused") == 2
+    from kernelskill.pipeline.runs import summary
+
+    s = summary(gpu_side.run)
+    assert s["status"] == "paused" and s["waits_for"] == "llm r01.diagnose.1"
 
 
 def test_split_run_moves_between_folders(tmp_path: Path, task_file: Path) -> None:
