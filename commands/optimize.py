@@ -160,8 +160,10 @@ def optimize(ctx, task: Path | None, rounds: int | None, model: str | None, base
             out.print(f"run {d['run_id']}: {d['status']} before {d.get('paused_before')}")
             return
         if best:
+            verified = best.get("verified_speedup")
             out.print(f"run {d['run_id']}: best [bold]{best['speedup']:.3f}x[/bold] over eager "
-                      f"(re-verified {best['verified_speedup']}x), {best['candidate']}")
+                      f"(re-verified {verified:.3f}x on a fresh seed), {best['candidate']}"
+                      if isinstance(verified, float) else f"run {d['run_id']}: best {best['speedup']:.3f}x")
             out.print(f"best kernel: {run.path / 'best.py'}\nreport: {run.path / 'report.md'}")
         else:
             out.print(f"run {d['run_id']}: no correct candidate; report: {run.path / 'report.md'}")
