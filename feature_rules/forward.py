@@ -231,7 +231,12 @@ class _PyWalker:
 
     def stmts(self, body: list[ast.stmt], cls, mult, seen, tensors: set[str]) -> list[Event]:
         events: list[Event] = []
-        for st in body:
+        for pos, st in enumerate(body):
+            if isinstance(st, ast.If) and not st.orelse and st.body and isinstance(st.body[-1], (ast.Return, ast.Raise)):
+                # `if c: return a` then `return b`: the rest of the block is the else arm
+                a = self.stmts(st.body, cls, mult, seen, set(tensors))
+                b = self.stmts(body[pos + 1 :], cls, mult, seen, tensors)
+                return events + (a if sum(e.count for e in a) >= sum(e.count for e in b) else b)
             if isinstance(st, (ast.For, ast.While, ast.AsyncFor)):
                 events += self.stmts(st.body, cls, 2, seen, tensors)
             elif isinstance(st, ast.If):

@@ -140,9 +140,19 @@ def build_context(src: Source, fn: Function) -> FunctionContext:
         re.findall(r"\bconstexpr\s+\w+\s+([A-Za-z_]\w*)", view)) | set(
         re.findall(r"template\s*<[^>]*\bint\s+([A-Za-z_]\w*)", view))
     const_arrays = set(re.findall(r"__constant__\s+[\w\s]+?\s([A-Za-z_]\w*)\s*\[", view))
-    ctx.shared = set(re.findall(r"__shared__\s+(?:__align__\s*\(\s*\d*\s*\)\s*)?[\w:<>\s]*?\b([A-Za-z_]\w*)\s*\[", body))
-    ctx.local_arrays = {m.group(1) for m in re.finditer(_ELEM_TYPES + r"\s+([A-Za-z_]\w*)\s*\[[^\]]+\]", body)
-                        if not re.search(r"__shared__[^;]*$", body[: m.start()].rsplit(";", 1)[-1])} - ctx.shared
+    ctx.shared = set()
+    for decl in re.finditer(r"__shared__([^;]*);", body):
+        text = re.sub(r"\[[^\]]*\]", "[]", decl.group(1))
+        ctx.shared |= set(re.findall(r"([A-Za-z_]\w*)\s*\[\]", text))
+        if re.search(r"TempStorage\b", text):  # cub scratch: a shared staging buffer of a block primitive
+            ctx.shared |= set(re.findall(r"([A-Za-z_]\w*)\s*$", text.strip()))
+    ctx.local_arrays = set()
+    for m in re.finditer(r"(?<![\w.])" + _ELEM_TYPES + r"\s+([A-Za-z_]\w*\s*\[[^;]*);", body):
+        if re.search(r"__shared__[^;]*$", body[: m.start()].rsplit(";", 1)[-1]):
+            continue
+        text = re.sub(r"\[[^\]]*\]", "[]", re.sub(r"=\s*\{[^}]*\}", "", m.group(1)))
+        ctx.local_arrays |= set(re.findall(r"(?:^|,)\s*([A-Za-z_]\w*)\s*\[\]", text))
+    ctx.local_arrays -= ctx.shared
     ctx.float_vars = set(re.findall(
         r"\b(?:const\s+)?(?:float|double|half|__half|__nv_bfloat16|scalar_t|acc_t|float2|float4)\s+([A-Za-z_]\w*)", body))
     ctx.pointers |= const_arrays
@@ -438,7 +448,7 @@ def cuda_facts(src: Source, fn: Function) -> Facts:
         for p in ctx.pieces:
             if _reads(ctx, p.lhs, {arr}) and p.op in ("+=", "-="):
                 continue
-            for _, sub, off in _reads(ctx, p.rhs if p.op else p.text, {arr}):
+            for _, sub, _off in _reads(ctx, p.rhs if p.op else p.text, {arr}):
                 for base, sign, delta in re.findall(r"([A-Za-z_]\w*|\))\s*([+-])\s*(\d+|[A-Za-z_]\w*)(?!\s*[\*\[(])", sub):
                     if delta in ctx.tree_vars or delta in _ROLE_NAMES - {"width"}:
                         continue
