@@ -265,3 +265,16 @@ def test_loop_with_the_real_query(tmp_path: Path, task_file: Path, monkeypatch) 
     plan = run.log.find("r01.plan", "plan")["data"]
     assert plan["asks"] == 2 and plan["method"] == plan["offered"][1] and plan["offered"] == permitted
     assert result.best["speedup"] == pytest.approx(1.60)
+
+
+def test_replay_reruns_a_recorded_trajectory_at_no_cost(tmp_path: Path, task_file: Path) -> None:
+    with ScriptedOpenAI(main_script()) as server:
+        recorded, _ = make_loop(tmp_path, task_file, server.base_url)
+        first = recorded.execute()
+    store = RunStore(tmp_path / "runs")
+    run = store.create(task_file, {"model": "test-model"})
+    replay = LLMClient.from_settings(LLMSettings(provider="replay", base_url=str(recorded.run.path)))
+    again = Loop(run, replay, ScriptedEvaluator(), retriever(), LoopOptions(rounds=5)).execute()
+    assert [a["method"] for a in again.trajectory] == [a["method"] for a in first.trajectory]
+    assert again.best["speedup"] == first.best["speedup"] and again.cost_usd == 0.0
+    assert {e["data"]["provider"] for e in run.log.of_type("llm_call")} == {"replay"}
