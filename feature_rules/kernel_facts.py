@@ -427,7 +427,13 @@ def cuda_facts(src: Source, fn: Function) -> Facts:
             _idents(q.rhs) & win_vars for q in ctx.pieces if _declared_name(q.lhs) in _idents(operand_text))
         if conv_kernel or windowed:
             add("mac_loop_conv", p.start)
-            if any(lp2.var and _CHANNEL.fullmatch(lp2.var) or _CHANNEL.search(lp2.cond) for lp2 in _enclosing_loops(ctx, p.start)):
+            enclosing_vars = {lp2.var for lp2 in enclosing if lp2.var}
+            derived = set(enclosing_vars)
+            for _ in range(3):  # variables decoded from the loop variables (implicit GEMM: c = k / (KH*KW))
+                for v in list(derived):
+                    derived |= _derived_from(ctx, v)
+            if any(lp2.var and _CHANNEL.fullmatch(lp2.var) or _CHANNEL.search(lp2.cond) for lp2 in enclosing) or any(
+                    _CHANNEL.fullmatch(v) for v in derived):
                 add("conv_channel_contraction", p.start)
         else:
             add("mac_loop_gemm", p.start)
