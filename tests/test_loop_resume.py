@@ -1,5 +1,6 @@
-"""``kernelskill optimize`` in a subprocess, killed with SIGKILL in the middle of a round, then ``--resume``:
-nothing lost, nothing repeated (counted at the test server and at the evaluator)."""
+"""``kernelskill optimize`` in a subprocess, killed with SIGKILL in the middle of a round, resumed,
+interrupted with Ctrl-C, resumed again: nothing lost, nothing repeated (counted at the test server and at
+the evaluator)."""
 
 from __future__ import annotations
 
@@ -32,11 +33,12 @@ def env(eval_log: Path) -> dict[str, str]:
     return out
 
 
-def test_kill_9_mid_round_then_resume(tmp_path: Path) -> None:
+def test_kill_9_and_ctrl_c_mid_round_then_resume(tmp_path: Path) -> None:
     home, eval_log = tmp_path / "home", tmp_path / "evals.jsonl"
     task = tmp_path / "relu2.py"
     task.write_text(TASK)
     script = main_script(slow_step="r03.optimize.1", slow_s=120, timeout_fault=False)
+    script["r05.plan.1"].insert(0, {"delay": 120, "text": "never read"})
     with ScriptedOpenAI(script) as server:
         proc = subprocess.Popen(cli(home, server.base_url, eval_log, str(task), "--rounds", "5"), env=env(eval_log),
                                 stdout=subprocess.PIPE, stderr=subprocess.PIPE, cwd=tmp_path)
@@ -56,6 +58,19 @@ def test_kill_9_mid_round_then_resume(tmp_path: Path) -> None:
         assert json.loads(killed_events[-1])["step"] == "r03.plan"  # the last thing recorded before the kill
         evals_before = eval_log.read_text().splitlines()
 
+        # resumed, then interrupted with Ctrl-C (SIGINT) while round 5's planner answer is in flight
+        proc = subprocess.Popen(cli(home, server.base_url, eval_log, "--resume", run_dir.name), env=env(eval_log),
+                                stdout=subprocess.PIPE, stderr=subprocess.PIPE, cwd=tmp_path)
+        while "r05.plan.1" not in server.steps():
+            assert proc.poll() is None, proc.communicate()[1].decode()[-2000:]
+            assert time.monotonic() < deadline + 60, "the resumed loop never reached round 5"
+            time.sleep(0.05)
+        proc.send_signal(signal.SIGINT)
+        _, err = proc.communicate(timeout=20)
+        assert proc.returncode == 130
+        assert err.decode().strip().splitlines()[-1] == (f"interrupted: resume with `kernelskill optimize --resume "
+                                                         f"{run_dir.name}`")
+
         done = subprocess.run(cli(home, server.base_url, eval_log, "--resume", run_dir.name), env=env(eval_log),
                               capture_output=True, timeout=120, cwd=tmp_path)
         assert done.returncode == 0, done.stderr.decode()[-3000:]
@@ -66,7 +81,7 @@ def test_kill_9_mid_round_then_resume(tmp_path: Path) -> None:
     # every LLM step asked once; the 429/500 faults once more; the killed request once more (never answered)
     assert set(counts) == set(script)
     assert {s: c for s, c in counts.items() if c != 1} == {"r02.plan.1": 2, "r02.optimize.1": 2,
-                                                           "r03.optimize.1": 2}
+                                                           "r03.optimize.1": 2, "r05.plan.1": 2}
     # every evaluation executed exactly once across both processes; nothing ran twice after the resume
     evals = [json.loads(line) for line in eval_log.read_text().splitlines()]
     assert len(evals_before) == 5  # r00, r01, profile r01, r02, profile r02
