@@ -16,11 +16,11 @@ import os
 import queue
 import threading
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Protocol
+from typing import Any, Protocol
 
 from kernelskill.errors import KernelskillError
 
@@ -76,11 +76,32 @@ def _arch_list(arch: str) -> str:
     return f"{digits[:-1]}.{digits[-1]}" if len(digits) >= 2 else "9.0"
 
 
+_PCH_LOCK = threading.Lock()
+_PCH_STATE: dict[str, Any] = {}
+
+
+def ensure_pch(config: EvalConfig, sources: Sequence[str]) -> None:
+    """Precompile torch/extension.h once per process when a load_inline candidate is about to build."""
+    if not config.use_pch or os.environ.get("KERNELSKILL_HARNESS_NO_PCH"):
+        return
+    if not any("load_inline" in s or "cpp_extension" in s for s in sources):
+        return
+    with _PCH_LOCK:
+        if "done" in _PCH_STATE:
+            return
+        from .build import prepare_pch
+
+        ok, message = prepare_pch()
+        _PCH_STATE.update(done=True, ok=ok, message=message)
+        log.info("precompiled header: %s", message)
+
+
 def build(candidate: str | Path, config: EvalConfig | None = None) -> BuildResult:
     """Build one candidate on the CPU (GPU hidden) into the folder of its source hash."""
     cfg = config or EvalConfig()
     path, source, kind = inspect_candidate(candidate)
     key = build_key(source, arch=default_arch(), fast_headers=cfg.fast_headers)
+    ensure_pch(cfg, [source])
     folder = _cache_root(cfg) / key
     folder.mkdir(parents=True, exist_ok=True)
     record = folder / "build.json"
@@ -228,10 +249,13 @@ class LocalEvaluator:
     """
 
     def __init__(self, config: EvalConfig | None = None, gpus: Sequence[int] | None = None,
-                 build_jobs: int | None = None) -> None:
+                 build_jobs: int | None = None,
+                 on_result: Callable[[int, EvalResult], None] | None = None, slots_per_gpu: int = 1) -> None:
         self.config = config or EvalConfig()
         self.gpus = list(gpus) if gpus is not None else visible_gpus()
         self.build_jobs = build_jobs
+        self.on_result = on_result
+        self.slots_per_gpu = max(1, slots_per_gpu)  # >1 only for classification runs: timing shares the GPU
 
     def submit(self, jobs: Sequence[EvalJob]) -> list[EvalResult]:
         cfgs = [j.config or self.config for j in jobs]
@@ -263,8 +287,11 @@ class LocalEvaluator:
                 res.details["tag"] = job.tag
                 res.details["build_phase_wall_s"] = round(build_wall, 3)
                 results[i] = res
+                if self.on_result is not None:
+                    self.on_result(i, res)
 
-        threads = [threading.Thread(target=worker, args=(g,), name=f"ks-gpu-{g}") for g in (self.gpus or [None])]
+        threads = [threading.Thread(target=worker, args=(g,), name=f"ks-gpu-{g}") for g in (self.gpus or [None])
+                   for _slot in range(self.slots_per_gpu if self.gpus else 1)]
         for t in threads:
             t.start()
         for t in threads:

@@ -110,6 +110,8 @@ def light_cuda_source(source: str) -> str | None:
 
 # --- precompiled header for main.cpp ------------------------------------------------------------
 def pch_ready() -> bool:
+    if os.environ.get("KERNELSKILL_HARNESS_NO_PCH"):
+        return False
     try:
         from torch.utils import cpp_extension as ce
 
@@ -158,6 +160,8 @@ def install_build_hooks(*, fast_headers: bool = True) -> None:
     if getattr(ce.load_inline, "_ks_wrapped", False):
         return
     original_inline = ce.load_inline
+    # load_inline(use_pch=False) deletes torch's precompiled header; parallel builds share it
+    ce.remove_extension_h_precompiler_headers = lambda: None
     original_load = ce.load
     sig = inspect.signature(original_inline)
     use_pch = pch_ready()

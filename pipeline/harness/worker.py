@@ -37,9 +37,12 @@ class Stage:
     def __init__(self, path: str | None) -> None:
         self.path = path
         self.name = "start"
+        self.t0 = time.perf_counter()
+        self.times: dict[str, float] = {}
 
     def __call__(self, name: str) -> None:
         self.name = name
+        self.times[name] = round(time.perf_counter() - self.t0, 3)
         if self.path:
             with open(self.path, "a") as fh:
                 fh.write(name + "\n")
@@ -66,7 +69,22 @@ def classify_exception(exc: BaseException) -> tuple[str, str, bool, str]:
     return "runtime_error", text[:1500], False, ""
 
 
+def _die_with_parent() -> None:
+    """Linux: SIGKILL this worker when the process that started it goes away (no orphans on the GPU)."""
+    try:
+        import ctypes
+        import signal
+
+        libc = ctypes.CDLL(None, use_errno=True)
+        libc.prctl(1, int(signal.SIGKILL), 0, 0, 0)  # PR_SET_PDEATHSIG
+        if os.getppid() == 1:
+            os._exit(4)
+    except (OSError, AttributeError):
+        pass
+
+
 def _set_limits(req: dict[str, Any]) -> None:
+    _die_with_parent()
     mb = int(req.get("config", {}).get("max_file_mb", 2048))
     try:
         resource.setrlimit(resource.RLIMIT_FSIZE, (mb * 2**20, mb * 2**20))
@@ -140,6 +158,7 @@ def main(argv: list[str]) -> None:
     result.setdefault("details", {})
     if isinstance(result["details"], dict):
         result["details"].setdefault("stage", stage.name)
+        result["details"]["stage_times_s"] = stage.times | {"end": round(time.perf_counter() - stage.t0, 3)}
     try:
         _write(out_path, result)
     finally:

@@ -1,0 +1,109 @@
+"""``kernelskill eval TASK KERNEL``: build, check, time (and optionally profile) one candidate."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+from typing import Any
+
+import click
+
+from kernelskill.commands._common import Ctx, common_options, console, emit
+
+
+def _config(ctx: Ctx, baseline: str, trials: int | None, policy: str | None, timeout: float | None) -> Any:
+    from kernelskill.pipeline.harness import EvalConfig
+
+    settings = ctx.settings()
+    h = settings.harness
+    return EvalConfig(
+        correctness_trials=h.correctness_trials,
+        timing_trials=trials or h.timing_trials,
+        warmup=h.warmup,
+        build_timeout_s=h.build_timeout_s,
+        run_timeout_s=timeout or h.run_timeout_s,
+        library_policy=policy or h.library_policy,
+        baseline=baseline,
+        cache_dir=str(settings.cache_dir / "builds"),
+    )
+
+
+def _ms(value: float | None, iqr: float | None = None) -> str:
+    if value is None:
+        return "-"
+    return f"{value:.4g} ms" + (f" (IQR {iqr:.2g})" if iqr is not None else "")
+
+
+def _render(data: dict[str, Any]) -> None:
+    from rich.panel import Panel
+    from rich.table import Table
+
+    con = console()
+    r = data["result"]
+    d = r.get("details", {})
+    ok = r["status"] == "ok"
+    table = Table(show_header=False, box=None, pad_edge=False)
+    table.add_column(style="bold")
+    table.add_column()
+    table.add_row("status", f"[{'green' if ok else 'red'}]{r['status']}[/]"
+                  + (f" ({d['cheat_check']})" if d.get("cheat_check") else ""))
+    table.add_row("message", r.get("message") or "")
+    if r.get("speedup") is not None:
+        table.add_row("speedup vs eager", f"{r['speedup']:.3f}x")
+    table.add_row("candidate", _ms(r.get("candidate_ms"), r.get("candidate_iqr_ms")))
+    table.add_row("eager baseline", _ms(r.get("baseline_ms"), r.get("baseline_iqr_ms")))
+    if r.get("compile_ms") is not None:
+        table.add_row("torch.compile", _ms(r["compile_ms"]) + f"  (candidate {d.get('speedup_vs_compile', 0):.3f}x)")
+    errs = d.get("errors") or {}
+    if errs:
+        table.add_row("max errors", ", ".join(f"{k}={v:.3g}" for k, v in errs.items()))
+    sol = d.get("speed_of_light")
+    if sol:
+        table.add_row("speed of light", f"floor {sol['floor_ms']:.4g} ms ({sol['fraction_of_floor'] * 100:.0f}% of it)")
+    took = "cached" if d.get("build_cached") else f"{d.get('build_seconds', 0):.1f} s"
+    table.add_row("build", f"key {d.get('build_key', '-')}, {took}")
+    con.print(Panel(table, title=f"{Path(r.get('candidate', '')).name} on {Path(r.get('task', '')).name}"))
+    if r.get("build_log"):
+        con.print(Panel(r["build_log"][-3000:], title="build log (trimmed)", style="yellow"))
+    prof = data.get("profile")
+    if prof:
+        if not prof["ok"]:
+            con.print(f"[yellow]profile:[/] {prof['message']}")
+        else:
+            pt = Table(title="ncu: one forward (base units)")
+            cols = [("kernel", "Kernel Name"), ("duration ns", "gpu__time_duration.avg"),
+                    ("dram %", "gpu__dram_throughput.avg.pct_of_peak_sustained_elapsed"),
+                    ("sm %", "sm__throughput.avg.pct_of_peak_sustained_elapsed"),
+                    ("occupancy %", "sm__warps_active.avg.pct_of_peak_sustained_active"),
+                    ("regs", "launch__registers_per_thread")]
+            for label, _ in cols:
+                pt.add_column(label)
+            for row in prof["rows"]:
+                pt.add_row(*[str(row.get(key, ""))[:60] for _, key in cols])
+            con.print(pt)
+
+
+@click.command("eval")
+@click.argument("task", type=click.Path(exists=True, dir_okay=False, path_type=Path))
+@click.argument("kernel", type=click.Path(exists=True, dir_okay=False, path_type=Path))
+@click.option("--profile", "with_profile", is_flag=True, help="Also profile one forward with ncu.")
+@click.option("--baseline", type=click.Choice(["eager", "compile"]), default="eager", show_default=True,
+              help="Also time torch.compile of the reference (eager is always timed).")
+@click.option("--trials", type=click.IntRange(min=1), default=None, help="Timing trials (default from settings).")
+@click.option("--policy", type=click.Choice(["forbid", "allow_gemm_conv"]), default=None,
+              help="Whether cuBLAS/cuDNN-backed torch ops are allowed for the GEMM/conv part.")
+@click.option("--timeout", type=float, default=None, help="Wall-clock limit of the GPU phase, seconds.")
+@common_options
+def eval_cmd(ctx: Ctx, task: Path, kernel: Path, with_profile: bool, baseline: str, trials: int | None,
+             policy: str | None, timeout: float | None) -> None:
+    """Evaluate KERNEL (a ModelNew candidate) against TASK (a KernelBench-format task)."""
+    from kernelskill.pipeline.harness import evaluate, profile
+
+    cfg = _config(ctx, baseline, trials, policy, timeout)
+    result = evaluate(task, kernel, cfg)
+    data: dict[str, Any] = {"result": result.to_dict()}
+    if with_profile and result.status == "ok":
+        data["profile"] = profile(task, kernel, cfg).to_dict()
+    emit(ctx, data, _render)
+    if result.status != "ok":
+        sys.exit(1)
