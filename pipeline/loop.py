@@ -21,7 +21,6 @@ from __future__ import annotations
 import ast
 import json
 import logging
-import statistics
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any, Protocol
@@ -37,8 +36,6 @@ from kernelskill.pipeline.runs import SIDE, Run, gpu_request, markdown_report, r
 log = logging.getLogger(__name__)
 
 PARENT_RULES = ("best", "latest_improving")
-FAILURE_CLASSES = ("compile_error", "runtime_error", "illegal_memory_access", "timeout", "oom", "wrong_shape",
-                   "mismatch", "nondeterministic", "cheat")
 
 
 class Paused(KernelskillError):
@@ -511,8 +508,3 @@ class Loop:
     def trajectory(self) -> list[dict[str, Any]]:
         return [a.model_dump(exclude={"profile_deltas"}) | {"profile_deltas": a.profile_deltas}
                 for a in self.memory.attempts]
-
-
-def geomean(values: list[float]) -> float | None:
-    values = [v for v in values if v and v > 0]
-    return statistics.geometric_mean(values) if values else None
