@@ -197,6 +197,8 @@ class _PyWalker:
         self.functions = {n.name: n for n in tree.body if isinstance(n, ast.FunctionDef)}
         self.triton = {f.name for f in src.functions if f.kind == "triton"}
         self.modules: dict[str, str] = {}
+        self.containers: dict[str, list[str]] = {}  # ModuleList / Sequential attribute -> inner module types
+        self.aliases: dict[str, list[str]] = {}  # loop variable over a ModuleList -> its module types
         self.params: set[str] = set()
         for cls in self.classes.values():
             for node in ast.walk(cls):
@@ -207,6 +209,11 @@ class _PyWalker:
                             ctor = ast.unparse(node.value.func)
                             if "Parameter" in ctor or ctor.startswith("torch."):
                                 self.params.add(tgt.attr)
+                            elif ctor.split(".")[-1] in ("ModuleList", "Sequential"):
+                                inner = [ast.unparse(n.func).split(".")[-1] for n in ast.walk(node.value)
+                                         if isinstance(n, ast.Call) and n is not node.value
+                                         and ast.unparse(n.func).split(".")[-1] not in ("range", "ModuleList", "Sequential")]
+                                self.containers[tgt.attr] = inner
                             else:
                                 self.modules[tgt.attr] = ctor.split(".")[-1]
         self.starts = src._line_starts
@@ -238,6 +245,10 @@ class _PyWalker:
                 b = self.stmts(body[pos + 1 :], cls, mult, seen, tensors)
                 return events + (a if sum(e.count for e in a) >= sum(e.count for e in b) else b)
             if isinstance(st, (ast.For, ast.While, ast.AsyncFor)):
+                it = getattr(st, "iter", None)
+                if (isinstance(it, ast.Attribute) and isinstance(it.value, ast.Name) and it.value.id == "self"
+                        and it.attr in self.containers and isinstance(st.target, ast.Name)):
+                    self.aliases[st.target.id] = self.containers[it.attr]
                 events += self.stmts(st.body, cls, 2, seen, tensors)
             elif isinstance(st, ast.If):
                 a = self.stmts(st.body, cls, mult, seen, tensors)
@@ -308,6 +319,11 @@ class _PyWalker:
             self.info.side_stream.append(off)
             return []
         if isinstance(func, ast.Name):
+            if func.id in self.aliases:
+                out: list[Event] = []
+                for ctor in self.aliases[func.id]:
+                    out += self.module_events(ctor, mult, seen, off)
+                return out
             if func.id in self.functions:
                 return self.func(self.functions[func.id], None, mult, seen)
             return []
@@ -320,15 +336,12 @@ class _PyWalker:
                 if method is not None:
                     return self.func(method, cls, mult, seen)
             if attr in self.modules:
-                ctor = self.modules[attr]
-                if ctor in self.classes:
-                    return self.run_nested(self.classes[ctor], mult, seen)
-                for rx, kind in _MODULE_KIND:
-                    if rx.search(ctor):
-                        return [Event("library", ctor, kind, mult, off)]
-                if re.match(r"(Identity|Dropout|Flatten|Unflatten)$", ctor):
-                    return []
-                return [Event("library", ctor, "other", mult, off)]
+                return self.module_events(self.modules[attr], mult, seen, off)
+            if attr in self.containers:
+                out = []
+                for ctor in self.containers[attr]:
+                    out += self.module_events(ctor, mult, seen, off)
+                return out
             return []
         head = dotted.split(".")[0]
         if head in ("torch", "F", "nn", "functional") or dotted.startswith("torch.nn.functional"):
@@ -343,6 +356,16 @@ class _PyWalker:
             kind = "gemm" if attr in _PY_GEMM else "reduce" if attr in _PY_REDUCE else "other"
             return [Event("library", dotted, kind, mult, off)]
         return []
+
+    def module_events(self, ctor: str, mult: int, seen: frozenset[str], off: int) -> list[Event]:
+        if ctor in self.classes:
+            return self.run_nested(self.classes[ctor], mult, seen)
+        for rx, kind in _MODULE_KIND:
+            if rx.search(ctor):
+                return [Event("library", ctor, kind, mult, off)]
+        if re.match(r"(Identity|Dropout|Flatten|Unflatten)$", ctor):
+            return []
+        return [Event("library", ctor, "other", mult, off)]
 
     def run_nested(self, cls: ast.ClassDef, mult: int, seen: frozenset[str]) -> list[Event]:
         fwd = next((n for n in cls.body if isinstance(n, ast.FunctionDef) and n.name == "forward"), None)
