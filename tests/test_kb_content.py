@@ -317,9 +317,14 @@ def realistic(raw: dict[str, Any]) -> dict[str, Any]:
     return {k: v for k, v in e.items() if v is not None}
 
 
+def _rank(c) -> tuple:
+    """Among matching cases: lowest priority, then the most specific, then the id (as the engine does)."""
+    return c.priority, -(len(c.when) + len(c.unless) + bool(c.tiers) + bool(c.structures)), c.id
+
+
 @cache
 def sorted_cases() -> tuple:
-    return tuple(sorted(kb()["cases"], key=lambda c: (c.priority, c.id)))
+    return tuple(sorted(kb()["cases"], key=_rank))
 
 
 @cache
@@ -357,7 +362,7 @@ def distance(target, env: dict[str, Any]) -> tuple[int, list[set[str]]]:
     cands = candidates(pv)
     if target.fallback:
         gaps += [_vars([*b.signature, *b.forced_by]) for b in cands]
-        before = [c for c in sorted_cases() if c.fallback and (c.priority, c.id) < (target.priority, target.id)]
+        before = [c for c in sorted_cases() if c.fallback and _rank(c) < _rank(target)]
     else:
         mine = next(b for b in kb()["bottlenecks"] if b.id == target.bottleneck)
         if mine not in cands:
@@ -366,8 +371,7 @@ def distance(target, env: dict[str, Any]) -> tuple[int, list[set[str]]]:
         else:
             ahead = cands[:cands.index(mine)]
         gaps += [_vars([*b.signature, *b.forced_by]) for b in ahead]
-        before = [c for c in sorted_cases() if c.bottleneck == target.bottleneck
-                  and (c.priority, c.id) < (target.priority, target.id)]
+        before = [c for c in sorted_cases() if c.bottleneck == target.bottleneck and _rank(c) < _rank(target)]
     gaps += [_vars([*c.when, *c.unless]) | {"kernel_structure_id"} for c in before
              if _case_matches(c, pv, tier, structure)]
     return len(gaps), gaps
@@ -418,18 +422,40 @@ def test_the_safety_net_catches_an_empty_input() -> None:
     assert decide({}) == (None, SAFETY_NET)
 
 
-def test_every_case_is_reachable() -> None:
+@cache
+def witnesses() -> dict[str, dict[str, Any]]:
+    """For each case, one realistic input under which the workflow selects it (the search is seeded)."""
     rng = random.Random(20261202)
-    unreachable = []
+    found: dict[str, dict[str, Any]] = {}
     for case in sorted(kb()["cases"], key=lambda c: c.id):
-        if case.id == SAFETY_NET:
-            continue
-        env = search(case, rng)
-        if env is None:
-            unreachable.append(case.id)
-            continue
-        assert decide(env)[1] == case.id, (case.id, env)
+        if case.id != SAFETY_NET:
+            env = search(case, rng)
+            if env is not None:
+                found[case.id] = env
+    return found
+
+
+def test_every_case_is_reachable() -> None:
+    found = witnesses()
+    unreachable = sorted(c.id for c in kb()["cases"] if c.id not in found and c.id != SAFETY_NET)
     assert not unreachable, f"no realistic input selects: {unreachable}"
+    for case_id, env in found.items():
+        assert decide(env)[1] == case_id, (case_id, env)
+
+
+def test_the_real_engine_selects_the_same_cases() -> None:
+    """The rule engine of retrieval/ picks, for each witness input, the case this file's model picks."""
+    engine = pytest.importorskip("kernelskill.retrieval.engine")
+    memory_kb = pytest.importorskip("kernelskill.retrieval.memory_kb")
+    k = kb()
+    store = memory_kb.MemoryKB(fields=k["fields"], predicates=k["predicates"], tiers=k["tiers"],
+                               bottlenecks=k["bottlenecks"], cases=k["cases"], vetoes=k["vetoes"])
+    disagree = []
+    for case_id, env in witnesses().items():
+        decision = engine.decide(store, dict(env), structure=env.get("kernel_structure_id"))
+        if decision.case.id != case_id:
+            disagree.append((case_id, decision.case.id))
+    assert not disagree
 
 
 def test_static_only_queries_get_structure_fallbacks() -> None:
