@@ -11,6 +11,7 @@ profile of the dominant kernel -> :func:`engine.decide` (derived fields, tier, b
 
 from __future__ import annotations
 
+import functools
 import logging
 import threading
 import time
@@ -62,15 +63,39 @@ def _rules_for(store: Any) -> Any:
 def _features(source: str, path: Path, given: Mapping[str, Any] | Any | None) -> FeatureSummary:
     if given is not None:
         if hasattr(given, "values") and hasattr(given, "kernels") and not isinstance(given, Mapping):
-            fs = given  # a FeatureSet
-            return _summary_from_featureset(fs)
+            return _summary_from_featureset(given)  # a FeatureSet
         return FeatureSummary(values=dict(given), source="given")
+    return _extracted(source, str(path)).model_copy(deep=True)
+
+
+@functools.lru_cache(maxsize=256)
+def _extracted(source: str, path: str) -> FeatureSummary:
+    """Feature extraction is deterministic in the source, so a warm process extracts each source once."""
     try:
         from kernelskill.feature_rules import extract
     except ImportError as exc:  # pragma: no cover - the feature room is part of the package
         raise KernelskillError(f"feature extraction is unavailable ({exc}); pass features=") from exc
-    fs = extract(source, path=str(path))
-    return _summary_from_featureset(fs)
+    return _summary_from_featureset(extract(source, path=path))
+
+
+def _load_profile_cached(path: str | Path) -> Any:
+    from .profile import load_profile
+
+    p = Path(path)
+    try:
+        st = p.stat()
+    except OSError:
+        return load_profile(p)  # raises the one-line error
+    return _profile_at(str(p.resolve()), st.st_mtime_ns, st.st_size, str(p)).model_copy(deep=True)
+
+
+@functools.lru_cache(maxsize=64)
+def _profile_at(resolved: str, mtime_ns: int, size: int, shown: str) -> Any:
+    from .profile import load_profile
+
+    prof = load_profile(resolved)
+    prof.source = shown
+    return prof
 
 
 def _summary_from_featureset(fs: Any) -> FeatureSummary:
@@ -159,9 +184,9 @@ def query(kernel: str | Path, *, task: str | Path | None = None, profile: str | 
     why_missing: dict[str, str] = {}
     prof_fields: dict[str, Any] = {}
     if profile is not None:
-        from .profile import Profile, load_profile
+        from .profile import Profile
 
-        prof = profile if isinstance(profile, Profile) else load_profile(profile)
+        prof = profile if isinstance(profile, Profile) else _load_profile_cached(profile)
         prof_summary = _profile_summary(prof, feats.kernels, kpath)
         ctx["launches_per_forward"] = prof.launches
         ctx["vendor_kernel_dominant"] = prof_summary.dominant_vendor
@@ -195,10 +220,10 @@ def query(kernel: str | Path, *, task: str | Path | None = None, profile: str | 
     if decision.bottleneck.id:
         b = next((b for b in rules.bottlenecks if b.id == decision.bottleneck.id), None)
         b_text = b.description if b is not None else ""
-    kernels = feats.kernels or ([prof_summary.dominant] if prof_summary else [])
+    # The text depends on the diagnosis and the task, not on identifiers, so equal situations share
+    # one cached query embedding (the planner asks again every round).
     text = query_text(feats.values, op_summary=task_info.summary() if task_info else "",
-                      bottleneck=decision.bottleneck.name, bottleneck_text=b_text, tier=decision.tier.name,
-                      kernels=kernels)
+                      bottleneck=decision.bottleneck.name, bottleneck_text=b_text, tier=decision.tier.name)
     permitted = rank_methods(store, decision.permitted, text, case_id=decision.case.id, k=k,
                              static_only=profile is None)
     timings["rank"] = (time.perf_counter() - t3) * 1000

@@ -369,7 +369,8 @@ def decide(kb: KBReader, env: dict[str, Value], *, structure: int | None, rules:
         notes.append("no decision case matched (not even a fallback): the KB needs a catch-all case")
         return Decision(env, tier, bottleneck, case, None, [], [], [], notes, trace)
     case = CaseResult(id=chosen.id, title=chosen.title, rationale=chosen.rationale, bottleneck=chosen.bottleneck,
-                      fallback=chosen.fallback, priority=chosen.priority, reason=reason, attempts=attempts)
+                      fallback=chosen.fallback, priority=chosen.priority, methods=list(chosen.methods),
+                      reason=reason, attempts=attempts)
     methods = kb.methods(list(chosen.methods))
     known = {m.id for m in methods}
     forbidden_unknown = [ForbiddenMethod(id=mid, reason="not a method of this KB", by="unknown_method",

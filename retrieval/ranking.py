@@ -45,7 +45,7 @@ def query_text(features: Mapping[str, Any], *, op_summary: str = "", bottleneck:
     """The text the SkillDocs are ranked against (deterministic for equal inputs)."""
     parts: list[str] = []
     if bottleneck:
-        parts.append(f"bottleneck: {bottleneck}. {bottleneck_text}".strip())
+        parts.append(f"bottleneck: {bottleneck}. {bottleneck_text.strip().rstrip('.')}".strip())
     if tier and tier != "unknown":
         parts.append(f"headroom tier {tier}")
     structure = features.get("kernel_structure_id")
@@ -93,7 +93,7 @@ def rank_methods(kb: Any, methods: list[Method], text: str, *, case_id: str | No
     out: list[PermittedMethod] = []
     for pos, m in enumerate(methods, start=1):
         mine = sorted(by_method.get(m.id, []), key=lambda h: (h.distance, h.id))[:k]
-        docs = [DocRef(id=h.id, title=h.title, distance=round(float(h.distance), 4),
+        docs = [DocRef(id=h.id, method=h.method, title=h.title, distance=round(float(h.distance), 4),
                        kind=(h.metadata or {}).get("kind"), text=h.text[:400]) for h in mine]
         out.append(PermittedMethod(
             id=m.id, name=m.name, rank=pos, case_rank=pos, source_case=case_id, category=m.category,

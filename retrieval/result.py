@@ -98,12 +98,14 @@ class CaseResult(_Model):
     bottleneck: str | None
     fallback: bool = False
     priority: int | None = None
+    methods: list[str] = Field(default_factory=list)  # the case's ordered list, before vetoes
     reason: str = ""
     attempts: list[CaseAttempt] = Field(default_factory=list)
 
 
 class DocRef(_Model):
     id: str
+    method: str
     title: str
     distance: float
     kind: str | None = None

@@ -1,0 +1,189 @@
+"""Query latency: ``kernelskill.query`` in process on KBs of growing size, and one cold CLI call.
+
+    /work/venv/bin/python benchmarks/query.py [--sizes 100,10000,100000] [--rounds 20] [--cold-runs 5]
+                                              [--work DIR] [--skip-cold]
+
+For each size N the KB is the bundled skills plus N synthetic decision cases and N synthetic skill docs
+(random bottleneck, tiers, structures, gates and methods), ingested into a real store (DuckDB file +
+Chroma collection + the bundled MiniLM). To keep the set-up affordable the synthetic docs draw their
+text from a pool of 1,000 distinct texts, so only 1,000 are encoded; Chroma still indexes N vectors.
+
+Columns:
+- ``query p50/p95 ms``: the full ``query()`` (features, profile import, rules, SQL gating, Chroma
+  search, result) over the five examples with and without their profiles, warm process; the query
+  text of a repeated situation hits the embedding cache, as the planner's repeated queries do;
+- ``features / profile / decide / rank ms``: medians of the phases;
+- ``fresh search p50 ms``: ``store.search_docs`` with a text never seen before (one MiniLM encode +
+  Chroma), the extra cost of a new situation;
+- cold CLI: wall time of a new process running ``kernelskill query`` once (KB already built).
+Goals on the 2-core CI machine: p50 <= 20 ms at 10k and <= 60 ms at 100k (warm); cold CLI <= 2 s.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import random
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+if __package__ in (None, ""):
+    sys.path.insert(0, str(ROOT.parent))
+
+from kernelskill.config import load_settings  # noqa: E402
+from kernelskill.kb.curate import bundled_skills_dir  # noqa: E402
+from kernelskill.kb.embed import Embedder  # noqa: E402
+from kernelskill.kb.loader import Location, load_skills  # noqa: E402
+from kernelskill.kb.schema import Case, SkillDoc  # noqa: E402
+from kernelskill.kb.store import KBStore  # noqa: E402
+from kernelskill.retrieval.api import query  # noqa: E402
+
+EX = ROOT / "examples"
+POOL = 1000
+WORDS = ("memory bandwidth coalesced access shared memory tile warp shuffle reduction tensor core occupancy "
+         "register pressure latency stall long scoreboard l2 cache dram vectorized float4 loads unroll loop "
+         "fusion epilogue gemm convolution stencil softmax layernorm atomic privatization launch overhead "
+         "cuda graphs persistent kernel split-k bank conflicts padding swizzle async copy pipeline double "
+         "buffering tail handling predication divergence branch uniform").split()
+
+
+def synthetic(n: int, seed: int = 0):
+    rng = random.Random(seed)
+    skills = load_skills([bundled_skills_dir()])
+    methods = [m.id for m in skills.methods]
+    bns = [b.id for b in skills.bottlenecks]
+    tiers = [t.id for t in skills.tiers]
+    preds = [p.id for p in skills.predicates]
+    pool = [" ".join(rng.choice(WORDS) for _ in range(rng.randint(20, 60))) for _ in range(POOL)]
+    where = Location("<synthetic>", 0)
+    for i in range(n):
+        skills.add("docs", SkillDoc(
+            id=f"syn.doc.{i:06d}", method=rng.choice(methods), title=f"Synthetic note {i}", text=pool[i % POOL],
+            kind=rng.choice(["guidance", "case_study", "pitfall"]), bottlenecks=rng.sample(bns, rng.randint(0, 2)),
+            tiers=rng.sample(tiers, rng.randint(0, 2)), structures=sorted(rng.sample(range(5), rng.randint(0, 2)))),
+            where)
+        skills.add("cases", Case(
+            id=f"syn.case.{i:06d}", title=f"Synthetic case {i}", bottleneck=rng.choice(bns),
+            tiers=rng.sample(tiers, rng.randint(0, 2)), structures=sorted(rng.sample(range(5), rng.randint(0, 2))),
+            when=rng.sample(preds, rng.randint(1, 3)), methods=rng.sample(methods, rng.randint(2, 5)),
+            rationale="synthetic", priority=rng.randint(100, 999)), where)
+    return skills
+
+
+def pct(samples: list[float], q: float) -> float:
+    s = sorted(samples)
+    return s[min(len(s) - 1, int(round(q * (len(s) - 1))))]
+
+
+def examples() -> list[dict]:
+    return json.loads((EX / "manifest.json").read_text())["examples"]
+
+
+def run_size(n: int, rounds: int, work: Path, embedder: Embedder) -> dict:
+    home = work / f"home-{n}"
+    settings = load_settings(home=home)
+    store = KBStore.open(settings.kb_dir, embedder=embedder)
+    t0 = time.perf_counter()
+    if store.is_empty():
+        store.ingest(synthetic(n), check=False)
+    build_s = time.perf_counter() - t0
+    counts = store.counts()
+    jobs = [(EX / e["kernel"], EX / e["task"], EX / e["profile"] if with_prof else None)
+            for e in examples() for with_prof in (True, False)]
+    for kernel, task, prof in jobs:  # warm-up: imports, caches, query embeddings
+        query(kernel, task=task, profile=prof, settings=settings, store=store)
+    totals: list[float] = []
+    phases: dict[str, list[float]] = {}
+    for _ in range(rounds):
+        for kernel, task, prof in jobs:
+            t = time.perf_counter()
+            r = query(kernel, task=task, profile=prof, settings=settings, store=store)
+            totals.append((time.perf_counter() - t) * 1000)
+            for key, v in r.timings_ms.items():
+                phases.setdefault(key, []).append(v)
+    fresh: list[float] = []
+    rng = random.Random(time.time_ns())  # texts never seen before, also across runs (no cache hits)
+    some = [m.id for m in store.methods()][:8]
+    for i in range(20):
+        text = f"new situation {rng.random()} {i} " + " ".join(rng.choice(WORDS) for _ in range(40))
+        t = time.perf_counter()
+        store.search_docs(text, k=8, methods=some)
+        fresh.append((time.perf_counter() - t) * 1000)
+    store.close()
+    return {"n": n, "cases": counts.get("cases"), "docs": counts.get("docs"), "build_s": build_s,
+            "p50": statistics.median(totals), "p95": pct(totals, 0.95), "queries": len(totals),
+            **{f"{k}_ms": statistics.median(v) for k, v in phases.items() if k != "total"},
+            "fresh_p50": statistics.median(fresh), "fresh_p95": pct(fresh, 0.95)}
+
+
+def cold_cli(home: Path, runs: int) -> list[tuple[str, float, float]]:
+    exe = Path(sys.executable).with_name("kernelskill")
+    base = [str(exe)] if exe.exists() else [sys.executable, "-m", "kernelskill"]
+    e = examples()[0]
+    variants = {
+        "query --profile (human)": ["query", str(EX / e["kernel"]), "--profile", str(EX / e["profile"])],
+        "query --profile --json": ["query", str(EX / e["kernel"]), "--profile", str(EX / e["profile"]), "--json"],
+        "query static-only": ["query", str(EX / e["kernel"])],
+    }
+    out = []
+    for label, args in variants.items():
+        walls = []
+        for _ in range(runs):
+            t = time.perf_counter()
+            proc = subprocess.run(base + args + ["--home", str(home)], capture_output=True, text=True)
+            walls.append(time.perf_counter() - t)
+            if proc.returncode != 0:
+                raise SystemExit(f"{label} failed: {proc.stderr.strip()[-300:]}")
+        out.append((label, statistics.median(walls), min(walls)))
+    return out
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--sizes", default="100,10000,100000")
+    ap.add_argument("--rounds", type=int, default=20)
+    ap.add_argument("--cold-runs", type=int, default=5)
+    ap.add_argument("--work", type=Path, default=None, help="keep the KBs here (reused on the next run)")
+    ap.add_argument("--skip-cold", action="store_true")
+    args = ap.parse_args()
+    from rich.console import Console
+    from rich.table import Table
+
+    work = args.work or Path(tempfile.mkdtemp(prefix="ks-query-bench-"))
+    work.mkdir(parents=True, exist_ok=True)
+    embedder = Embedder(None, cache_dir=work / "embed-cache")
+    con = Console(width=200)
+    rows = []
+    for n in [int(s) for s in args.sizes.split(",") if s]:
+        con.print(f"[dim]size {n}: building and measuring...[/]")
+        rows.append(run_size(n, args.rounds, work, embedder))
+    t = Table(title="kernelskill query, in process, warm (ms)")
+    for col in ("synthetic N", "cases", "docs", "build s", "queries", "p50", "p95", "features", "profile",
+                "decide", "rank", "fresh search p50", "fresh p95"):
+        t.add_column(col, justify="right")
+    for r in rows:
+        t.add_row(f"{r['n']:,}", f"{r['cases']:,}", f"{r['docs']:,}", f"{r['build_s']:.1f}", str(r["queries"]),
+                  f"{r['p50']:.1f}", f"{r['p95']:.1f}", f"{r.get('features_ms', 0):.1f}",
+                  f"{r.get('profile_ms', 0):.1f}", f"{r.get('decide_ms', 0):.1f}", f"{r.get('rank_ms', 0):.1f}",
+                  f"{r['fresh_p50']:.1f}", f"{r['fresh_p95']:.1f}")
+    con.print(t)
+    if not args.skip_cold:
+        home = work / f"home-{min(int(s) for s in args.sizes.split(','))}"
+        c = Table(title=f"cold CLI, one new process per call ({args.cold_runs} runs, s)")
+        for col in ("command", "median s", "min s"):
+            c.add_column(col, justify="right" if col != "command" else "left")
+        for label, med, low in cold_cli(home, args.cold_runs):
+            c.add_row(label, f"{med:.2f}", f"{low:.2f}")
+        con.print(c)
+    if args.work is None:
+        shutil.rmtree(work, ignore_errors=True)
+
+
+if __name__ == "__main__":
+    main()
