@@ -24,7 +24,7 @@ from .scanner import Function, Source, scan
 #: bump when the extraction code changes meaning; the rule-set version hashes it with rules.yaml
 ENGINE_VERSION = "1"
 FORWARD_FACTS = {"launches", "custom_launches", "library_gemm", "library_conv", "library_attention",
-                 "library_reduce", "library_other", "host_sync", "dynamic_shape", "side_stream", "kernel_count",
+                 "library_reduce", "library_gather", "library_other", "host_sync", "dynamic_shape", "side_stream", "kernel_count",
                  "forward_found", "value"}
 MAX_EVIDENCE = 6
 
@@ -194,6 +194,7 @@ def _forward_facts(info: ForwardInfo, src: Source) -> dict[str, Any]:
         "library_conv": bool(info.library("conv")),
         "library_attention": bool(info.library("attention")),
         "library_reduce": bool(info.library("reduce")),
+        "library_gather": bool(info.library("gather")),
         "library_other": bool(info.library("other")),
         "host_sync": bool(info.sync),
         "dynamic_shape": bool(info.dynamic),
@@ -211,6 +212,7 @@ def _forward_evidence(info: ForwardInfo) -> dict[str, list[int]]:
         "library_conv": info.library("conv"),
         "library_attention": info.library("attention"),
         "library_reduce": info.library("reduce"),
+        "library_gather": info.library("gather"),
         "library_other": info.library("other"),
         "host_sync": info.sync,
         "dynamic_shape": info.dynamic,

@@ -22,6 +22,7 @@ _LIB = {
     "conv": re.compile(r"\bcudnnConvolution\w*\s*\(|\b(?:torch|at)::(?:conv[123]d|convolution|conv_transpose[123]d|cudnn_convolution\w*)\s*\("),
     "attention": re.compile(r"\b(?:torch|at)::(?:scaled_dot_product_attention|_scaled_dot_product\w*|_flash_attention\w*)\s*\("),
     "reduce": re.compile(r"\b(?:torch|at)::(?:softmax|log_softmax|sum|mean|amax|amin|layer_norm|batch_norm|group_norm|cumsum|argmax|topk|sort|max_pool2d|avg_pool2d)\s*\(|\bcudnn\w*(?:Pooling|Normalization|Softmax)\w*Forward\w*\s*\(|\.(?:sum|mean|softmax|cumsum|norm)\s*\("),
+    "gather": re.compile(r"\b(?:torch|at)::(?:index_select|gather|embedding|take|scatter_add|index_add)\s*\(|\.(?:index_select|gather|scatter_add_?|index_add_?)\s*\("),
     "other": re.compile(r"\b(?:torch|at)::(?:relu|exp|tanh|sigmoid|gelu|add|mul|sub|div|cat|stack|where|clamp|pow|sqrt|abs|neg|addcmul|dropout|silu)\s*\(|\bcudnn(?:Activation|AddTensor|OpTensor)\w*\s*\(|\.(?:relu|exp|tanh|sigmoid|clone|copy_|add_?|mul_?|sub_?|div_?)\s*\("),
 }
 _SYNC_C = re.compile(r"\bcudaDeviceSynchronize\s*\(|\bcudaStreamSynchronize\s*\(|\bcudaMemcpy\s*\(|\.item\s*(?:<[^>]*>)?\s*\(|\.cpu\s*\(|\bcudaMalloc\s*\(|\bcudaFree\s*\(|\bcudaEventSynchronize\s*\(|\.to\s*\(\s*(?:torch::|at::)?kCPU")
@@ -43,6 +44,7 @@ _TENSOR_VIEWS = {
     "type", "get_device", "element_size", "new_empty", "new_zeros", "new_ones", "storage_offset", "movedim",
 }
 _TENSOR_COMPUTE = {
+    "index_select", "gather", "scatter", "scatter_add", "index_add", "take",
     "sum", "mean", "softmax", "log_softmax", "relu", "exp", "log", "tanh", "sigmoid", "matmul", "mm", "bmm",
     "max", "min", "amax", "amin", "norm", "cumsum", "clone", "copy_", "add", "add_", "mul", "mul_", "sub", "div",
     "pow", "sqrt", "abs", "clamp", "clamp_", "argmax", "argmin", "var", "std", "prod", "masked_fill", "gelu",
@@ -55,6 +57,8 @@ _PY_REDUCE = {
     "adaptive_avg_pool2d", "adaptive_max_pool2d", "cross_entropy", "nll_loss", "mse_loss", "kl_div", "normalize",
     "cosine_similarity", "all", "any", "count_nonzero",
 }
+_PY_GATHER = {"index_select", "gather", "take", "embedding", "embedding_bag", "scatter", "scatter_add", "index_add",
+              "index_put", "take_along_dim", "grid_sample", "one_hot"}
 _PY_SYNC = {"item", "cpu", "tolist", "numpy", "synchronize"}
 _PY_DYNAMIC = {"nonzero", "masked_select", "unique", "unique_consecutive", "argwhere"}
 _MODULE_KIND = [
@@ -63,6 +67,7 @@ _MODULE_KIND = [
     (re.compile(r"MultiheadAttention|Transformer"), "attention"),
     (re.compile(r"LSTM|GRU|RNN"), "gemm"),
     (re.compile(r"Norm|Pool|Softmax|LogSoftmax"), "reduce"),
+    (re.compile(r"^Embedding"), "gather"),
 ]
 
 
@@ -348,12 +353,12 @@ class _PyWalker:
             if attr in _PY_NOT_COMPUTE or dotted.startswith(("torch.cuda", "torch.backends", "torch.utils")):
                 return []
             kind = ("gemm" if attr in _PY_GEMM else "conv" if attr in _PY_CONV else "attention" if attr in _PY_ATTN
-                    else "reduce" if attr in _PY_REDUCE else "other")
+                    else "reduce" if attr in _PY_REDUCE else "gather" if attr in _PY_GATHER else "other")
             if attr in _TENSOR_VIEWS:
                 return []
             return [Event("library", dotted, kind, mult, off)]
         if attr in _TENSOR_COMPUTE and head not in ("math", "np", "numpy", "triton", "tl", "os", "self"):
-            kind = "gemm" if attr in _PY_GEMM else "reduce" if attr in _PY_REDUCE else "other"
+            kind = "gemm" if attr in _PY_GEMM else "reduce" if attr in _PY_REDUCE else "gather" if attr in _PY_GATHER else "other"
             return [Event("library", dotted, kind, mult, off)]
         return []
 

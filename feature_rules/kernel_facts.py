@@ -299,8 +299,34 @@ def _mac_pieces(ctx: FunctionContext) -> list[tuple[Piece, list[str]]]:
                 continue
             if _norm(a) == _norm(b):
                 continue  # a square (sum of squares), not a contraction
+            lp = _innermost_loop(ctx, p.start)
+            skip = {lp.var} if lp and lp.var else set()
+            if _operand_ids(ctx, a, skip) == _operand_ids(ctx, b, skip):
+                continue  # both operands walk the same coordinates: a dot-product reduction, not a contraction
             out.append((p, factors_found))
     return out
+
+
+def _operand_ids(ctx: FunctionContext, factor: str, skip: set[str], depth: int = 0) -> frozenset[str]:
+    """Coordinates an operand is indexed by: subscripts, and the offsets of derived pointers/loaded scalars."""
+    ids: set[str] = set()
+    for arr, sub, _ in _reads(ctx, factor, ctx.pointers | ctx.shared | ctx.local_arrays):
+        ids |= _idents(re.sub(r"\b(threadIdx|blockIdx)\.([xyz])\b", r"\1_\2", sub))
+        ids |= _pointer_offset_ids(ctx, arr)
+    if depth < 2:
+        for name in _idents(factor) & (ctx.loaded_vars | _array_loaded_locals(ctx)):
+            for p in ctx.pieces:
+                if p.op == "=" and _declared_name(p.lhs) == name:
+                    ids |= _operand_ids(ctx, p.rhs, skip, depth + 1)
+    noise = skip | ctx.int_params | ctx.constants | ctx.extent_vars | {"threadIdx", "blockIdx", "blockDim", "gridDim", "long", "int", "size_t"}
+    return frozenset(ids - noise)
+
+
+def _pointer_offset_ids(ctx: FunctionContext, name: str) -> set[str]:
+    for p in ctx.pieces:
+        if p.op == "=" and _declared_name(p.lhs) == name and "*" in p.lhs:
+            return _idents(p.rhs) - {name}
+    return set()
 
 
 def _split_args(args: str) -> list[str]:
@@ -698,6 +724,9 @@ def triton_facts(src: Source, fn: Function) -> Facts:
         if ids & loaded:
             add("tl_gather", m.start())
     for name in loaded:
+        first = re.search(r"^\s*" + re.escape(name) + r"\s*=\s*tl\.load\(", body, re.M)
+        if first and any(_py_block_contains(body, lp, first.start() + 1) for lp in loops):
+            continue  # a chunk loaded inside a loop is streamed, not a row kept in registers
         uses = [u.start() for u in re.finditer(r"\b" + re.escape(name) + r"\b", body)]
         reduced = any(re.search(_TL_REDUCE.pattern[:-4] + r"\s*\([^\n]*\b" + re.escape(name) + r"\b", body[u - 20 : u + 1] + body[u:u+len(name)]) for u in uses)
         reduced = reduced or bool(re.search(r"\btl\.(sum|max|min)\s*\(\s*[^\n]*\b" + re.escape(name) + r"\b", body))

@@ -295,7 +295,7 @@ def _scan_blocks(view: str, start: int, end: int, out: list[Function]) -> None:
             close = match_close(view, i)
             header = view[header_start:i]
             bare = _PP_LINE.sub("", header).strip()
-            if re.match(r"^(namespace\b[\w:\s]*|extern\s*\"\s*\w?\s*\")$", bare) or bare.startswith("extern"):
+            if re.match(r"^(namespace\b[\w:\s]*|extern\s*\"[\s\w+]*\")$", bare):
                 _scan_blocks(view, i + 1, close - 1, out)
             else:
                 found = _classify_header(header)
