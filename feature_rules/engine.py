@@ -56,6 +56,7 @@ class RuleSet:
     structural: set[str]
     features: list[FeatureRule]
     version: str
+    order: list[FeatureRule] = field(default_factory=list)
 
 
 def _rules_path() -> Path:
@@ -123,7 +124,8 @@ def _build(data: dict, path: Path, version: str) -> RuleSet:
     missing = set(FEATURE_NAMES) - done
     if missing:
         raise RuleSyntaxError(f"no rule for features {sorted(missing)}")
-    return RuleSet(patterns=patterns, derived=derived, structural=structural, features=features, version=version)
+    return RuleSet(patterns=patterns, derived=derived, structural=structural, features=features, version=version,
+                   order=_evaluation_order(features))
 
 
 @functools.lru_cache(maxsize=1)
@@ -245,7 +247,7 @@ def apply_rules(text: str, path: str | None = None, rules: RuleSet | None = None
             return len(hits) == len(launched_names)
         return len(hits)
 
-    for rule in _evaluation_order(rules.features):
+    for rule in rules.order:
         ev: list[tuple[int, str]] = []
         if rule.scope == "kernels":
             hits = []

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import ast
+import functools
 from collections.abc import Callable
 from typing import Any
 
@@ -29,12 +30,13 @@ def compile_expr(text: str, where: str) -> ast.expr:
     return tree
 
 
-def names_in(tree: ast.expr) -> set[str]:
+@functools.lru_cache(maxsize=2048)
+def names_in(tree: ast.expr) -> frozenset[str]:
     out = set()
     for node in ast.walk(tree):
         if isinstance(node, ast.Name) and node.id not in _ALLOWED_CALLS:
             out.add(node.id)
-    return out
+    return frozenset(out)
 
 
 def evaluate(tree: ast.expr, lookup: Callable[[str], Any], agg: Callable[[str, str], Any] | None = None) -> Any:

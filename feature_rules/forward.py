@@ -279,12 +279,18 @@ class _PyWalker:
     def _tensorish(self, node: ast.AST | None, tensors: set[str]) -> bool:
         if node is None:
             return False
-        text = ast.unparse(node)
-        if re.search(r"\.(size|shape|numel|dim|stride)\b|\blen\(|\bint\(|\bfloat\(", text):
-            return False
-        return any(isinstance(n, ast.Name) and n.id in tensors for n in ast.walk(node)) or any(
-            isinstance(n, ast.Attribute) and isinstance(n.value, ast.Name) and n.value.id == "self"
-            and n.attr in self.params for n in ast.walk(node))
+        found = False
+        for n in ast.walk(node):
+            if isinstance(n, ast.Attribute):
+                if n.attr in ("size", "shape", "numel", "dim", "stride"):
+                    return False
+                if isinstance(n.value, ast.Name) and n.value.id == "self" and n.attr in self.params:
+                    found = True
+            elif isinstance(n, ast.Call) and isinstance(n.func, ast.Name) and n.func.id in ("len", "int", "float"):
+                return False
+            elif isinstance(n, ast.Name) and n.id in tensors:
+                found = True
+        return found
 
     def expr(self, node: ast.AST, cls, mult, seen, tensors: set[str]) -> list[Event]:
         events: list[Event] = []

@@ -7,6 +7,7 @@ decides a feature by itself.
 
 from __future__ import annotations
 
+import functools
 import re
 from dataclasses import dataclass, field
 
@@ -99,6 +100,7 @@ def _pieces(view: str, start: int, end: int) -> list[Piece]:
     return out
 
 
+@functools.lru_cache(maxsize=8192)
 def _declared_name(lhs: str) -> str | None:
     lhs = lhs.strip()
     m = re.search(r"([A-Za-z_]\w*)\s*$", lhs)
@@ -110,16 +112,30 @@ def _declared_name(lhs: str) -> str | None:
 
 
 def _idents(text: str) -> set[str]:
-    return set(_IDENT.findall(re.sub(r"\.\s*[xyzw]\b", "", text)))
+    return set(_idents_cached(text))
 
 
-def _reads(ctx: FunctionContext, text: str, names: set[str]) -> list[tuple[str, str, int]]:
+@functools.lru_cache(maxsize=8192)
+def _idents_cached(text: str) -> frozenset[str]:
+    return frozenset(_IDENT.findall(re.sub(r"\.\s*[xyzw]\b", "", text)))
+
+
+def clear_caches() -> None:
+    """Forget memoised text analyses (benchmarks use it to time cold extractions)."""
+    for fn in (_all_subscripts, _declared_name, _idents_cached):
+        fn.cache_clear()
+
+
+@functools.lru_cache(maxsize=8192)
+def _all_subscripts(text: str) -> tuple[tuple[str, str, int], ...]:
+    if "[" not in text:
+        return ()
+    return tuple((m.group(1), re.sub(r"\s+", "", m.group(2)), m.start()) for m in _SUBSCRIPT.finditer(text))
+
+
+def _reads(ctx: FunctionContext | None, text: str, names: set[str]) -> list[tuple[str, str, int]]:
     """(array, subscript text, offset in text) for accesses of ``names`` in ``text``."""
-    out = []
-    for m in _SUBSCRIPT.finditer(text):
-        if m.group(1) in names:
-            out.append((m.group(1), re.sub(r"\s+", "", m.group(2)), m.start()))
-    return out
+    return [r for r in _all_subscripts(text) if r[0] in names]
 
 
 def build_context(src: Source, fn: Function) -> FunctionContext:
