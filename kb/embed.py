@@ -7,16 +7,19 @@ Two backends compute the same vectors (cosine > 0.999, see ``tests/test_kb_embed
 - ``torch``: ``sentence-transformers`` loading the same folder; the reference implementation and the path
   for any model the numpy backend does not understand.
 
-``auto`` (the default) picks ``numpy`` when the model folder is a BERT encoder with mean pooling and
-normalisation (the bundled ``all-MiniLM-L6-v2`` is), else ``torch``. Every vector goes through a cache
-keyed by ``sha256(model key + text)``, stored in a sqlite file (stdlib, cheap to open) when a cache folder
-is given, so a text is never encoded twice.
+``auto`` (the default) uses ``numpy`` for small batches (a query, a few docs: no torch start-up, which
+costs several seconds cold) when the model folder is a BERT encoder with mean pooling and normalisation
+(the bundled ``all-MiniLM-L6-v2`` is), and ``torch`` for bulk encoding (``BULK_THRESHOLD`` texts or more,
+where its faster kernels repay the start-up) or for models numpy cannot run. Both give the same vector
+for a text, so they share one cache keyed by ``sha256(model fingerprint + text)``, stored in a sqlite
+file (stdlib, cheap to open) when a cache folder is given: a text is never encoded twice.
 
 Importing this module imports neither numpy nor torch.
 """
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import logging
@@ -34,6 +37,7 @@ log = logging.getLogger(__name__)
 DIM = 384
 CACHE_NAME = "embed_cache.sqlite"
 MAX_SEQ_LENGTH = 256
+BULK_THRESHOLD = 256  # uncached texts from which ``auto`` switches to sentence-transformers
 
 
 def bundled_model_dir() -> Path:
@@ -124,6 +128,7 @@ class NumpyBert:
         from tokenizers import Tokenizer
 
         self._np = np
+        self._tp: Any = None
         cfg = json.loads((model_dir / "config.json").read_text())
         max_len = MAX_SEQ_LENGTH
         sbert = model_dir / "sentence_bert_config.json"
@@ -177,8 +182,9 @@ class NumpyBert:
         d = x.shape[-1] // h
         bias = ((1.0 - mask) * np.finfo(np.float32).min)[:, None, None, :]
         scale = np.float32(1.0 / math.sqrt(d))
+        x = x.reshape(b * s, -1)  # 2-D matmuls: BLAS runs them far faster than stacked 3-D ones
         for qkv, qkv_b, o_w, o_b, g1, b1, i_w, i_b, o2_w, o2_b, g2, b2 in self.layers:
-            q, k, v = np.split(x @ qkv + qkv_b, 3, axis=-1)
+            q, k, v = np.split((x @ qkv + qkv_b).reshape(b, s, 3 * h * d), 3, axis=-1)
             q = np.ascontiguousarray(q.reshape(b, s, h, d).transpose(0, 2, 1, 3))
             k = np.ascontiguousarray(k.reshape(b, s, h, d).transpose(0, 2, 3, 1))
             v = np.ascontiguousarray(v.reshape(b, s, h, d).transpose(0, 2, 1, 3))
@@ -186,17 +192,38 @@ class NumpyBert:
             scores -= scores.max(-1, keepdims=True)
             np.exp(scores, out=scores)
             scores /= scores.sum(-1, keepdims=True)
-            ctx = (scores @ v).transpose(0, 2, 1, 3).reshape(b, s, h * d)
+            ctx = (scores @ v).transpose(0, 2, 1, 3).reshape(b * s, h * d)
             x = self._ln(ctx @ o_w + o_b + x, g1, b1)
             inner = x @ i_w + i_b
             inner = 0.5 * inner * (1.0 + _erf(inner * np.float32(1.0 / math.sqrt(2.0))))
             x = self._ln(inner @ o2_w + o2_b + x, g2, b2)
+        x = x.reshape(b, s, -1)
         m = mask[:, :, None]
         pooled = (x * m).sum(1) / np.clip(m.sum(1), 1e-9, None)
         norm = np.linalg.norm(pooled, axis=1, keepdims=True)
         return (pooled / np.clip(norm, 1e-12, None)).astype(np.float32)
 
+    def _blas_one_thread(self) -> Any:
+        """Small products run best on one BLAS thread: spinning helper threads cost far more than they
+        save, worst of all on a busy 2-core machine (measured: p50 14-23 ms vs 27-160 ms per query)."""
+        if self._tp is None:
+            try:
+                from threadpoolctl import ThreadpoolController
+
+                self._tp = ThreadpoolController()
+            except ImportError:  # pragma: no cover - optional
+                self._tp = False
+        if self._tp is False:
+            return contextlib.nullcontext()
+        return self._tp.limit(limits=1, user_api="blas")
+
     def encode(self, texts: list[str], batch_size: int = 32) -> Any:
+        if len(texts) <= 4:
+            with self._blas_one_thread():
+                return self._encode(texts, batch_size)
+        return self._encode(texts, batch_size)
+
+    def _encode(self, texts: list[str], batch_size: int) -> Any:
         np = self._np
         # Sort by length so that a batch pads little, then restore the input order.
         order = sorted(range(len(texts)), key=lambda i: len(texts[i]))
@@ -216,6 +243,10 @@ class SentenceTransformerBackend:
         try:
             from sentence_transformers import SentenceTransformer
 
+            with contextlib.suppress(Exception):  # no progress bars on stderr
+                from transformers.utils import logging as hf_logging
+
+                hf_logging.disable_progress_bar()
             self.model = SentenceTransformer(str(model), device=device)
         except Exception as exc:  # noqa: BLE001 - any load failure is a user-facing config error
             raise KernelskillError(f"embed.model: cannot load {model!s}: {exc}".splitlines()[0]) from exc
@@ -242,6 +273,7 @@ class EmbeddingCache:
             path.parent.mkdir(parents=True, exist_ok=True)
             self._db = sqlite3.connect(str(path), timeout=30, check_same_thread=False)
             self._db.execute("PRAGMA journal_mode=WAL")
+            self._db.execute("PRAGMA synchronous=NORMAL")  # a cache: losing the last write on power loss is fine
             self._db.execute("CREATE TABLE IF NOT EXISTS vectors (key TEXT PRIMARY KEY, vec BLOB NOT NULL)")
             self._db.commit()
 
@@ -289,22 +321,26 @@ class Embedder:
 
     _instances: dict[tuple[str, str, str], Embedder] = {}
     _instances_lock = threading.Lock()
-    _backends: dict[tuple[str, str], _Backend] = {}  # weights shared by every cache folder
+    _backends: dict[tuple[str, str, str], _Backend] = {}  # weights shared by every cache folder
     _backend_lock = threading.Lock()
 
     def __init__(self, model: str | None = None, *, backend: str = "auto", device: str = "cpu",
                  batch_size: int = 64, cache_dir: Path | None = None) -> None:
         self.model = resolve_model(model)
-        if backend == "auto":
-            backend = "numpy" if isinstance(self.model, Path) and numpy_supported(self.model) else "torch"
-        if backend not in ("numpy", "torch"):
+        if backend not in ("auto", "numpy", "torch"):
             raise KernelskillError(f"embed.backend: unknown backend {backend!r} (auto, numpy or torch)")
-        self.backend_name = backend
+        can_numpy = isinstance(self.model, Path) and numpy_supported(self.model)
+        if backend == "numpy" and not can_numpy:
+            raise KernelskillError(f"embed.backend: the numpy backend cannot run {self.model} (use torch)")
+        self.mode = backend
+        #: the backend small batches use (``torch`` when numpy cannot run the model)
+        self.backend_name = "numpy" if backend == "numpy" or (backend == "auto" and can_numpy) else "torch"
         self.device = device
         self.batch_size = batch_size
-        self.model_key = f"{_model_key(self.model)}:{backend}"
+        self.model_key = _model_key(self.model)
         self.cache = EmbeddingCache(Path(cache_dir) / CACHE_NAME if cache_dir is not None else None)
         self.encoded = 0  # texts actually run through the model (cache misses)
+        self.encoded_by: dict[str, int] = {"numpy": 0, "torch": 0}
 
     @classmethod
     def get(cls, settings: Any = None, *, cache_dir: Path | None = None, backend: str | None = None) -> Embedder:
@@ -321,13 +357,26 @@ class Embedder:
                 cls._instances[key] = inst
             return inst
 
-    def _load(self) -> _Backend:
-        key = (self.model_key, self.device)
+    def _pick(self, n: int) -> str:
+        if self.mode != "auto" or self.backend_name != "numpy":
+            return self.backend_name
+        if (self.model_key, "torch", self.device) in Embedder._backends:
+            return "torch"  # already paid for in this process, and faster at every size
+        if n >= BULK_THRESHOLD:
+            import importlib.util
+
+            if importlib.util.find_spec("sentence_transformers") is not None:
+                return "torch"
+        return self.backend_name
+
+    def _load(self, name: str | None = None) -> _Backend:
+        name = name or self.backend_name
+        key = (self.model_key, name, self.device)
         with Embedder._backend_lock:
             backend = Embedder._backends.get(key)
             if backend is None:
-                log.info("loading embedding model %s (%s backend)", self.model, self.backend_name)
-                if self.backend_name == "numpy":
+                log.info("loading embedding model %s (%s backend)", self.model, name)
+                if name == "numpy":
                     backend = NumpyBert(self.model)  # type: ignore[arg-type]
                 else:
                     backend = SentenceTransformerBackend(self.model, self.device, self.batch_size)
@@ -348,12 +397,13 @@ class Embedder:
             if k not in found and k not in todo:
                 todo[k] = t
         if todo:
-            backend = self._load()
-            vecs = np.asarray(backend.encode(list(todo.values())), dtype=np.float32)
+            name = self._pick(len(todo))
+            vecs = np.asarray(self._load(name).encode(list(todo.values())), dtype=np.float32)
             fresh = {k: vecs[i].tobytes() for i, k in enumerate(todo)}
             self.cache.put_many(fresh)
             found.update(fresh)
             self.encoded += len(todo)
+            self.encoded_by[name] += len(todo)
         return np.stack([np.frombuffer(found[k], dtype=np.float32) for k in keys])
 
     def encode(self, texts: Sequence[str]) -> list[list[float]]:

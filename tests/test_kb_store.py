@@ -21,7 +21,6 @@ from kernelskill.kb.loader import load_skills
 from kernelskill.kb.store import CURRENT, KBStore
 
 SMALL = Path(__file__).parent / "data" / "skills_small"
-REPO_PARENT = Path(__file__).resolve().parents[2]
 
 
 @pytest.fixture(scope="session")
@@ -153,7 +152,7 @@ def test_kill_during_chroma_sync_is_detected_and_repaired(kb: KBStore, tmp_path:
         s = st.KBStore.open(Path({str(kb.kb_dir)!r}))
         s.ingest(load_skills([Path({str(dest)!r})]))
     """)
-    env = {**os.environ, "PYTHONPATH": str(REPO_PARENT), "HF_HUB_OFFLINE": "1"}
+    env = {**os.environ, "HF_HUB_OFFLINE": "1"}
     proc = subprocess.run([sys.executable, "-c", script], env=env, capture_output=True, text=True, timeout=120)
     assert proc.returncode == 137, proc.stderr
     store = KBStore.open(kb.kb_dir, embedder=kb.embedder)
