@@ -444,45 +444,29 @@ def _seeded(fn, seed: int):
     return fn()
 
 
+def _on_gpu(fn):
+    """Run ``fn`` with CUDA as the default device: models and inputs are created (and randomly
+    initialised by the seeded CUDA generator) on the GPU directly, instead of on the CPU and copied."""
+    import torch
+
+    with torch.device("cuda"):
+        out = fn()
+    return _to_device(out, "cuda")
+
+
 def _load_example(ex: dict, plan: dict):
     """(task module, {eager, before, after} models on the GPU) for one example. Each variant file is
-    imported and its ``ModelNew`` built right away, so lazy ``load_inline`` calls are attributed to it."""
+    imported and its ``ModelNew`` built right away, so lazy ``load_inline`` calls are attributed to it.
+    All three models are built after the same seed (42), so their parameters match."""
     task = import_file(ex["task"], "task")
     init = task.get_init_inputs()
-    models = {"eager": _seeded(lambda: task.Model(*init), 42).cuda().eval()}
+    models = {"eager": _seeded(lambda: _on_gpu(lambda: task.Model(*init)), 42).cuda().eval()}
     for which in ("before", "after"):
         _begin_file(ex[which])
         os.environ["TORCH_EXTENSIONS_DIR"] = ex["ext_dir"][which]
         module = import_file(ex[which], which)
-        models[which] = _seeded(lambda m=module: m.ModelNew(*init), 42).cuda().eval()
+        models[which] = _seeded(lambda m=module: _on_gpu(lambda: m.ModelNew(*init)), 42).cuda().eval()
     return task, models
-
-
-def worker_check(ex: dict, plan: dict) -> dict:
-    import torch
-
-    task, models = _load_example(ex, plan)
-    result: dict = {"method": ex["method"]}
-    with torch.no_grad():
-        for which in ("before", "after"):
-            result[which] = {"correct": True, "max_abs_diff": 0.0, "message": ""}
-        for seed in SEEDS:
-            inputs = _to_device(_seeded(task.get_inputs, seed), "cuda")
-            ref = models["eager"](*inputs)
-            for which in ("before", "after"):
-                rec = result[which]
-                if not rec["correct"]:
-                    continue
-                out = models[which](*inputs)
-                torch.cuda.synchronize()
-                ok, worst, msg = compare(ref, out)
-                rec["max_abs_diff"] = max(rec["max_abs_diff"], worst)
-                if not ok:
-                    rec.update(correct=False, message=f"seed {seed}: {msg}")
-                del out
-            del ref, inputs
-    torch.cuda.empty_cache()
-    return result
 
 
 def _time_one(fn, inputs, flush, warmup: int, trials: int) -> dict:
@@ -495,7 +479,7 @@ def _time_one(fn, inputs, flush, warmup: int, trials: int) -> dict:
         times = []
         for _ in range(trials):
             flush.zero_()
-            torch.cuda.synchronize()
+            torch.cuda.synchronize()  # host overhead of the call is inside the timed region
             start = torch.cuda.Event(enable_timing=True)
             end = torch.cuda.Event(enable_timing=True)
             start.record()
@@ -508,18 +492,38 @@ def _time_one(fn, inputs, flush, warmup: int, trials: int) -> dict:
     return {"median_ms": statistics.median(times), "iqr_ms": q[2] - q[0], "n": len(times)}
 
 
-def worker_time(ex: dict, plan: dict, warmup: int, trials: int) -> dict:
+def worker_run(ex: dict, plan: dict, warmup: int, trials: int) -> dict:
+    """Check before and after against Model on 5 fresh seeds (every element), then time all three."""
     import torch
 
     task, models = _load_example(ex, plan)
+    result: dict = {"method": ex["method"]}
+    inputs = None
+    with torch.no_grad():
+        for which in ("before", "after"):
+            result[which] = {"correct": True, "max_abs_diff": 0.0, "message": ""}
+        for seed in SEEDS:
+            del inputs
+            inputs = _seeded(lambda: _on_gpu(task.get_inputs), seed)
+            ref = models["eager"](*inputs)
+            for which in ("before", "after"):
+                rec = result[which]
+                if not rec["correct"]:
+                    continue
+                out = models[which](*inputs)
+                torch.cuda.synchronize()
+                ok, worst, msg = compare(ref, out)
+                rec["max_abs_diff"] = max(rec["max_abs_diff"], worst)
+                if not ok:
+                    rec.update(correct=False, message=f"seed {seed}: {msg}")
+                del out
+            del ref
     flush = torch.empty(FLUSH_BYTES // 4, dtype=torch.float32, device="cuda")
-    inputs = _to_device(_seeded(task.get_inputs, 1234), "cuda")
-    out = {"method": ex["method"]}
     for which in ("eager", "before", "after"):
-        out[which] = _time_one(models[which], inputs, flush, warmup, trials)
+        result[f"time_{which}"] = _time_one(models[which], inputs, flush, warmup, trials)
     del inputs, flush, models
     torch.cuda.empty_cache()
-    return out
+    return result
 
 
 def worker_main(plan_path: str, warmup: int, trials: int) -> None:
@@ -534,10 +538,7 @@ def worker_main(plan_path: str, warmup: int, trials: int) -> None:
         cmd = json.loads(line)
         t0 = time.perf_counter()
         try:
-            if cmd["op"] == "check":
-                res = worker_check(cmd["example"], plan)
-            else:
-                res = worker_time(cmd["example"], plan, warmup, trials)
+            res = worker_run(cmd["example"], plan, warmup, trials)
             res["ok"] = True
         except BaseException as exc:  # noqa: BLE001 - a failing example must not end the run
             res = {"ok": False, "error": _tail(exc)}
@@ -728,8 +729,11 @@ def measure(args: argparse.Namespace) -> int:
     plan_path.write_text(json.dumps(plan))
 
     worker = GpuWorker(str(plan_path) if plan else "", args.warmup, args.trials)
-    rows = []
+    rows: list[dict] = []
+    meta = {"command": "python benchmarks/kb_evidence.py " + " ".join(shlex.quote(a) for a in sys.argv[1:]),
+            "build_mode": args.build_mode, "build_seconds": round(t_built - t_start, 1), "missing": problems}
     for ex in examples:
+        _write_partial(out_path, meta, rows)
         row = {"method": ex.method, "task": _rel(ex.task, skills), "before": _rel(ex.before, skills),
                "after": _rel(ex.after, skills), "status": "ok", "message": ""}
         b_before, b_after = build.get(ex.before, {}), build.get(ex.after, {})
@@ -741,11 +745,11 @@ def measure(args: argparse.Namespace) -> int:
             print(f"{ex.method:32s} build_error", flush=True)
             continue
         payload = dataclasses.asdict(ex) | {"ext_dir": ext_dirs[ex.method]}
-        chk = worker.run("check", payload)
+        chk = worker.run("run", payload, timeout=args.example_timeout)
         if not chk.get("ok"):
             row.update(status="runtime_error", message=chk.get("error", "")[-800:])
             rows.append(row)
-            print(f"{ex.method:32s} runtime_error {row['message'][-200:]}", flush=True)
+            print(f"{ex.method:32s} runtime_error {row['message'][-300:]}", flush=True)
             continue
         row["before_correct"] = chk["before"]["correct"]
         row["after_correct"] = chk["after"]["correct"]
@@ -755,11 +759,8 @@ def measure(args: argparse.Namespace) -> int:
         row["message"] = "; ".join(msgs)
         if not (row["before_correct"] and row["after_correct"]):
             row["status"] = "mismatch"
-        tim = worker.run("time", payload)
-        if not tim.get("ok"):
-            row.update(status="runtime_error", message=(row["message"] + " " + tim.get("error", ""))[-800:])
-            rows.append(row)
-            continue
+        tim = {w: chk[f"time_{w}"] for w in ("eager", "before", "after")}
+        row["seconds"] = round(chk.get("seconds", 0.0), 1)
         for w in ("eager", "before", "after"):
             row[f"{w}_ms"] = round(tim[w]["median_ms"], 5)
             row[f"{w}_iqr_ms"] = round(tim[w]["iqr_ms"], 5)
@@ -791,6 +792,12 @@ def measure(args: argparse.Namespace) -> int:
     print_table(rows)
     print(f"build {report['build_seconds']} s, total {report['total_seconds']} s; wrote {out_path}", flush=True)
     return 0
+
+
+def _write_partial(path: Path, meta: dict, rows: list[dict]) -> None:
+    """Results so far, so that a run stopped at its time limit still leaves a readable report."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps(dict(meta, partial=True, results=rows), indent=1))
 
 
 def _slim(res: dict) -> dict:
@@ -952,6 +959,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--warmup", type=int, default=3)
     p.add_argument("--build-mode", choices=("merged", "separate"), default="merged")
     p.add_argument("--work", default="/tmp/kb_evidence")
+    p.add_argument("--example-timeout", type=float, default=120.0, help="seconds per example (check + time)")
     p.add_argument("--out", default="")
     p.add_argument("--write-yaml", default="", metavar="RESULTS_JSON")
     args = p.parse_args(argv)
