@@ -89,14 +89,46 @@ def _pieces(view: str, start: int, end: int) -> list[Piece]:
                     text = chunk[i + 1 :]
                     chunk = text
                     depth = 0
-        m = _ASSIGN_OP.search(text)
-        if m:
-            lhs, op, rhs = text[: m.start()], m.group(1), text[m.end() :]
-        else:
-            lhs, op, rhs = "", "", text
-        if text.strip():
-            out.append(Piece(start=pos + len(text) - len(text.lstrip()), text=text, lhs=lhs, op=op, rhs=rhs))
+        base = pos + len(text) - len(text.lstrip())
+        for sub_off, sub in _split_declarators(text):
+            m = _ASSIGN_OP.search(sub)
+            if m:
+                lhs, op, rhs = sub[: m.start()], m.group(1), sub[m.end() :]
+            else:
+                lhs, op, rhs = "", "", sub
+            if sub.strip():
+                out.append(Piece(start=base + sub_off, text=sub, lhs=lhs, op=op, rhs=rhs))
         pos += len(chunk)
+    return out
+
+
+_DECL_HEAD = re.compile(r"^\s*((?:const\s+|unsigned\s+|static\s+)*(?:int|long|size_t|int64_t|int32_t|unsigned|float|double|auto|half|__half|scalar_t|bool|char|short)\b[\s*&]*)")
+
+
+def _split_declarators(text: str) -> list[tuple[int, str]]:
+    """``int a = x, b = y`` -> [(0, 'int a = x'), (k, 'int b = y')] (offsets relative to the stripped text)."""
+    stripped = text.lstrip()
+    head = _DECL_HEAD.match(stripped)
+    if not head or "," not in stripped:
+        return [(0, stripped)]
+    parts: list[tuple[int, str]] = []
+    depth, start = 0, 0
+    for i, ch in enumerate(stripped):
+        if ch in "([{<":
+            depth += 1
+        elif ch in ")]}>":
+            depth -= 1
+        elif ch == "," and depth == 0:
+            parts.append((start, stripped[start:i]))
+            start = i + 1
+    parts.append((start, stripped[start:]))
+    if len(parts) == 1:
+        return parts
+    out = [parts[0]]
+    for off, part in parts[1:]:
+        if not re.match(r"\s*\**\s*[A-Za-z_]\w*\s*(=|\[|$)", part):
+            return [(0, stripped)]  # not a declarator list (a call, a template, ...)
+        out.append((off, head.group(1) + " " + part.strip()))
     return out
 
 
