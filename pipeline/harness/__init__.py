@@ -7,7 +7,7 @@ Entry points: :func:`evaluate`, :func:`build`, :func:`profile`, :class:`LocalEva
 from __future__ import annotations
 
 from .api import EvalJob, Evaluator, LocalEvaluator, build, build_many, evaluate, run_candidate
-from .profile import profile
+from .profiling import profile
 from .results import STATUSES, BuildResult, EvalConfig, EvalResult, ProfileResult
 
 __all__ = [

@@ -76,6 +76,10 @@ def _arch_list(arch: str) -> str:
     return f"{digits[:-1]}.{digits[-1]}" if len(digits) >= 2 else "9.0"
 
 
+#: text that means a Python candidate compiles something when imported (else no build step runs)
+BUILD_MARKERS = ("load_inline", "cpp_extension", "CudaModule", "fastpath", "compile_cubin", "nvrtc", "nvcc",
+                 "cupy", "ctypes")
+
 _PCH_LOCK = threading.Lock()
 _PCH_STATE: dict[str, Any] = {}
 
@@ -112,6 +116,10 @@ def build(candidate: str | Path, config: EvalConfig | None = None) -> BuildResul
             return BuildResult(ok=data["ok"], key=key, cached=True, seconds=0.0, log=data.get("log", ""),
                                message=data.get("message", ""), status=data.get("status", OK),
                                deferred=data.get("deferred", False))
+        if kind == "python" and not any(m in source for m in BUILD_MARKERS):
+            br = BuildResult(ok=True, key=key, message="nothing to build (no load_inline / fast-path kernels)")
+            record.write_text(json.dumps(br.to_dict()))
+            return br
         env = _build_env(cfg, key) | {"CUDA_VISIBLE_DEVICES": ""}
         start = time.monotonic()
         outcome = run_worker({"mode": "build", "candidate": str(path.resolve()), "kind": kind,
@@ -291,7 +299,7 @@ class LocalEvaluator:
                     self.on_result(i, res)
 
         threads = [threading.Thread(target=worker, args=(g,), name=f"ks-gpu-{g}") for g in (self.gpus or [None])
-                   for _slot in range(self.slots_per_gpu if self.gpus else 1)]
+                   for _slot in range(self.slots_per_gpu)]
         for t in threads:
             t.start()
         for t in threads:
