@@ -650,16 +650,19 @@ def _is_tail_overhead(ctx: FunctionContext, g: Guard, mac_starts: set[int]) -> b
             return False
     if _reads(ctx, guarded.split("=", 1)[0] if "=" in guarded else "", ctx.shared):
         return False
-    if re.search(r">=\s*0\b|\b0\s*<=", g.cond):
-        return False
+    if re.search(r">=\s*0\b|\b0\s*<=|<\s*0\b|\b0\s*>", g.cond):
+        return False  # a padding / border check of a window, not a per-element tail guard
     for lp in _enclosing_loops(ctx, g.start):
         if any(lp.contains(s) for s in mac_starts):
             continue
         if not lp.var or not re.search(r"\b" + re.escape(lp.var) + r"\b", g.cond) and not (
                 _idents(g.cond) & _derived_from(ctx, lp.var)):
             continue
-        const_bound = bool(re.search(r"<=?\s*(\d+|[A-Z_][A-Z0-9_]*|k[A-Z]\w*|[A-Z]\w*_PER_\w*)\s*$", lp.cond)) or (
-            _idents(lp.cond.split("<")[-1]) <= ctx.constants and _idents(lp.cond.split("<")[-1]))
+        bound = re.split(r"<=?", lp.cond)[-1] if "<" in lp.cond else ""
+        bound_ids = _idents(bound)
+        const_bound = bool(bound.strip()) and not (bound_ids & (ctx.int_params | ctx.extent_vars)) and (
+            bool(re.fullmatch(r"\s*\d+\s*", bound)) or bool(bound_ids) and all(
+                i in ctx.constants or re.fullmatch(r"[A-Z_][A-Z0-9_]+|k[A-Z]\w*", i) for i in bound_ids))
         if (lp.unroll or const_bound) and not re.search(r"blockDim|gridDim", lp.incr):
             if const_bound:
                 return True
@@ -778,7 +781,8 @@ def triton_facts(src: Source, fn: Function) -> Facts:
         uses = [u.start() for u in re.finditer(r"\b" + re.escape(name) + r"\b", body)]
         reduced = any(re.search(_TL_REDUCE.pattern[:-4] + r"\s*\([^\n]*\b" + re.escape(name) + r"\b", body[u - 20 : u + 1] + body[u:u+len(name)]) for u in uses)
         reduced = reduced or bool(re.search(r"\btl\.(sum|max|min)\s*\(\s*[^\n]*\b" + re.escape(name) + r"\b", body))
-        if reduced and len(uses) >= 3:
+        use_lines = {body.count("\n", 0, u) for u in uses[1:]}
+        if reduced and len(use_lines) >= 2:
             add("tl_row_reuse", uses[0])
     for lp in loops:
         seg = _py_block(body, lp)
