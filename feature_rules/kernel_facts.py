@@ -11,7 +11,7 @@ import functools
 import re
 from dataclasses import dataclass, field
 
-from .cstructure import Guard, Loop, comparisons, find_guards, find_loops
+from .cstructure import Guard, Loop, comparisons, find_guards, find_loops, stmt_end
 from .scanner import Function, Source
 
 Facts = dict[str, list[int]]
@@ -652,9 +652,12 @@ def _is_tail_overhead(ctx: FunctionContext, g: Guard, mac_starts: set[int]) -> b
         return False
     if re.search(r">=\s*0\b|\b0\s*<=|<\s*0\b|\b0\s*>", g.cond):
         return False  # a padding / border check of a window, not a per-element tail guard
+    else_spans = _else_spans(ctx)
     for lp in _enclosing_loops(ctx, g.start):
         if any(lp.contains(s) for s in mac_starts):
             continue
+        if any(a <= lp.start < b for a, b in else_spans):
+            continue  # the loop is the separate tail branch of a vector/fast path
         if not lp.var or not re.search(r"\b" + re.escape(lp.var) + r"\b", g.cond) and not (
                 _idents(g.cond) & _derived_from(ctx, lp.var)):
             continue
@@ -667,6 +670,14 @@ def _is_tail_overhead(ctx: FunctionContext, g: Guard, mac_starts: set[int]) -> b
             if const_bound:
                 return True
     return False
+
+
+def _else_spans(ctx: FunctionContext) -> list[tuple[int, int]]:
+    spans = []
+    for m in re.finditer(r"\belse\b(?!\s+if\b)", ctx.view[ctx.start : ctx.end]):
+        begin = ctx.start + m.end()
+        spans.append((begin, stmt_end(ctx.view, begin, ctx.end)))
+    return spans
 
 
 def _derived_from(ctx: FunctionContext, var: str) -> set[str]:
