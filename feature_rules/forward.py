@@ -170,11 +170,10 @@ class _HostWalker:
         for lib, rx in _LIB.items():
             for m in rx.finditer(text):
                 events.append(Event("library", m.group(0).strip("(. "), lib, mult, start + m.start()))
-        if not events or True:
-            for m in re.finditer(r"\b([A-Za-z_]\w*)\s*\(", text):
-                name = m.group(1)
-                if name in self.hosts and name not in seen:
-                    events += self.function(self.hosts[name], mult, seen)
+        for m in re.finditer(r"\b([A-Za-z_]\w*)\s*\(", text):  # host helpers called from here
+            name = m.group(1)
+            if name in self.hosts and name not in seen:
+                events += self.function(self.hosts[name], mult, seen)
         return events
 
 

@@ -478,10 +478,8 @@ def cuda_facts(src: Source, fn: Function) -> Facts:
                         loop_reuse = True
                     if in_sub and accum and arr in ctx.shared:
                         loop_reuse = True
-        sites = {s for _, s in read_sites}
         if loop_reuse or len(read_sites) >= 2 and (arr in ctx.shared or len({s for s, _ in read_sites}) >= 2):
             add("shared_reuse" if arr in ctx.shared else "register_reuse", first)
-        del sites
 
     # --- multiply-accumulate loops ----------------------------------------------------------------
     loop_vars = {lp.var for lp in ctx.loops if lp.var}
