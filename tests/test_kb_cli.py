@@ -104,3 +104,22 @@ def test_export_import_round_trip_lint_coverage_doctor(home: Path, tmp_path: Pat
     _run("kb", "doctor", "--home", str(home), code=1)
     fixed = json.loads(_run("kb", "doctor", "--repair", "--home", str(home), "--json"))
     assert fixed["repaired"] and json.loads(_run("kb", "doctor", "--home", str(home), "--json"))["in_sync"]
+
+
+def test_add_copies_worked_examples_with_the_file(home: Path, tmp_path: Path) -> None:
+    src = tmp_path / "contrib"
+    (src / "examples" / "my_method").mkdir(parents=True)
+    for name in ("task.py", "before.py", "after.py"):
+        (src / "examples" / "my_method" / name).write_text("# example\n")
+    (src / "my_method.yaml").write_text(
+        "methods:\n  - id: my_method\n    name: Mine\n    category: memory\n    intent: i\n    mechanism: m\n"
+        "    preconditions: p\n    guidance: g\n    example:\n      task: examples/my_method/task.py\n"
+        "      before: examples/my_method/before.py\n      after: examples/my_method/after.py\n"
+        "cases:\n  - id: case.mine\n    title: Mine\n    bottleneck: memory_bandwidth\n    methods: [my_method]\n"
+        "    rationale: r\n")
+    out = json.loads(_run("kb", "add", str(src / "my_method.yaml"), "--home", str(home), "--json"))
+    assert out["changed"] and out["counts"]["methods"] == 5
+    assert (home / "skills" / "examples" / "my_method" / "after.py").is_file()
+    assert json.loads(_run("kb", "init", "--home", str(home), "--json"))["changed"] is False
+    shown = json.loads(_run("kb", "show", "doc.my_method", "--home", str(home), "--json"))
+    assert shown["method"] == "my_method"
