@@ -215,6 +215,8 @@ def query(kernel: str | Path, *, task: str | Path | None = None, profile: str | 
     decision = decide(store, env, structure=structure, rules=rules, why_missing=why_missing)
     t3 = time.perf_counter()
     timings["decide"] = (t3 - t2) * 1000
+    if prof_summary is not None:
+        prof_summary.derived = {s.id: s.value for s in decision.trace if s.kind == "derived"}
 
     b_text = ""
     if decision.bottleneck.id:

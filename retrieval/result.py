@@ -42,7 +42,8 @@ class ProfileSummary(_Model):
     dominant_vendor: bool
     launches_per_forward: int
     kernels: list[KernelSummary]
-    fields: dict[str, Value]  # normalized + derived fields of the dominant kernel
+    fields: dict[str, Value]  # normalized fields of the dominant kernel
+    derived: dict[str, Value] = Field(default_factory=dict)  # derived fields (fields.yaml expressions)
     field_sources: dict[str, str] = Field(default_factory=dict)  # normalized field -> raw ncu column
     missing: list[str] = Field(default_factory=list)  # "field (looked for a, b)"
     notes: list[str] = Field(default_factory=list)
