@@ -93,7 +93,7 @@ class HarnessEvaluator:
     def _config(self, seed: int | None = None) -> Any:
         import dataclasses
 
-        from kernelskill.pipeline.harness.results import EvalConfig as cls
+        from kernelskill.pipeline.harness import EvalConfig as cls
 
         values = self.settings.model_dump() if hasattr(self.settings, "model_dump") else {}
         if seed is not None:
@@ -102,13 +102,13 @@ class HarnessEvaluator:
         return cls(**{k: v for k, v in values.items() if k in names})
 
     def evaluate(self, task: Path, candidate: Path, *, seed: int | None = None) -> dict[str, Any]:
-        from kernelskill.pipeline.harness.api import evaluate
+        from kernelskill.pipeline.harness import evaluate
 
         result = evaluate(task, candidate, self._config(seed))
         return result.to_dict() if hasattr(result, "to_dict") else dict(result)
 
     def profile(self, task: Path, candidate: Path) -> dict[str, Any]:
-        from kernelskill.pipeline.harness.profile import profile
+        from kernelskill.pipeline.harness import profile
 
         result = profile(task, candidate, self._config())
         return result.to_dict() if hasattr(result, "to_dict") else dict(result)
