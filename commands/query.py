@@ -114,7 +114,8 @@ def render(r: Any, *, explain: bool = False) -> None:
 
     if r.profile:
         p = r.profile
-        t = Table(title=f"profile: {p.launches_per_forward} launches per forward, dominant {p.dominant}",
+        dom = p.dominant if len(p.dominant) <= 60 else p.dominant[:57] + "..."
+        t = Table(title=f"profile: {p.launches_per_forward} launches per forward, dominant {dom}",
                   title_justify="left")
         for col in ("kernel", "launches", "time (us)", "share", "vendor", "in source"):
             t.add_column(col, justify="right" if col in ("launches", "time (us)", "share") else "left")

@@ -197,15 +197,15 @@ def decide_tier(env: Mapping[str, Value], rules: Rules, trace: list[TraceStep],
         trace.append(TraceStep(kind="tier", id=t.id, expr=_bounds(t), inputs={t.field: value}, value=inside))
         if inside:
             return TierResult(id=t.id, name=t.name, field=t.field, value=float(value),
-                              reason=f"{t.field} = {value:.4g} is in [{_fmt(t.lower)}, {_fmt(t.upper)}): "
-                                     f"tier {t.name}")
+                              reason=f"{t.field} = {value:.4g} is in [{_fmt(t.lower, '-inf')}, "
+                                     f"{_fmt(t.upper, 'inf')}): tier {t.name}")
     value = env.get(field_name)
     return TierResult(name=UNKNOWN_TIER, field=field_name, value=float(value) if value is not None else None,
                       reason=f"{field_name} = {value} falls in no tier's bounds (a gap in tiers.yaml)")
 
 
-def _fmt(x: float | None) -> str:
-    return "-inf" if x is None else f"{x:g}"
+def _fmt(x: float | None, unbounded: str) -> str:
+    return unbounded if x is None else f"{x:g}"
 
 
 def _bounds(t: Tier) -> str:
@@ -347,8 +347,8 @@ def decide(kb: KBReader, env: dict[str, Value], *, structure: int | None, rules:
     chosen, cand, attempts, reason = choose_case(ev, kb, candidates, tier_arg, structure, trace)
     considered = [c for c in candidates if c.considered]
     if cand is not None:
-        b_reason = (f"{cand.id}: forced by the priority rule {', '.join(cand.forced_by)}" if cand.forced_by
-                    else f"{cand.id}: signature {' and '.join(_sig(rules, cand.id))} holds")
+        b_reason = (f"forced by the priority rule {', '.join(cand.forced_by)}" if cand.forced_by
+                    else f"signature {' and '.join(_sig(rules, cand.id))} holds")
         if considered and considered[0].id != cand.id:
             b_reason += (f"; chosen after {', '.join(c.id for c in considered if c.id != cand.id)[:200]} "
                          f"had no matching case")
