@@ -262,11 +262,16 @@ class SentenceTransformerBackend:
 
 
 class EmbeddingCache:
-    """``sha256(model key, text) -> float32 vector`` in sqlite (WAL, safe for concurrent readers)."""
+    """``sha256(model key, text) -> float32 vector`` in sqlite (WAL, safe for concurrent readers), in
+    front of it a process-wide memory cache shared by every folder (a test suite that builds many KB
+    homes encodes each text once)."""
+
+    _shared: dict[str, bytes] = {}
+    MEMORY_LIMIT = 50_000
 
     def __init__(self, path: Path | None) -> None:
         self.path = path
-        self._mem: dict[str, bytes] = {}
+        self._mem = EmbeddingCache._shared
         self._db: sqlite3.Connection | None = None
         self._lock = threading.Lock()
         if path is not None:
@@ -282,18 +287,26 @@ class EmbeddingCache:
         return hashlib.sha256(f"{model_key}\x00{text}".encode()).hexdigest()
 
     def get_many(self, keys: list[str]) -> dict[str, bytes]:
-        found = {k: self._mem[k] for k in keys if k in self._mem}
-        missing = [k for k in keys if k not in found]
-        if self._db is not None and missing:
+        found: dict[str, bytes] = {}
+        if self._db is not None:
             with self._lock:
-                for start in range(0, len(missing), 500):
-                    chunk = missing[start:start + 500]
+                for start in range(0, len(keys), 500):
+                    chunk = keys[start:start + 500]
                     marks = ",".join("?" * len(chunk))
                     rows = self._db.execute(f"SELECT key, vec FROM vectors WHERE key IN ({marks})", chunk)
                     found.update(dict(rows.fetchall()))
+            # vectors this process already has but the file lacks: persist them too
+            known = {k: self._mem[k] for k in keys if k not in found and k in self._mem}
+            if known:
+                self.put_many(known)
+                found.update(known)
+        else:
+            found = {k: self._mem[k] for k in keys if k in self._mem}
         return found
 
     def put_many(self, items: dict[str, bytes]) -> None:
+        if len(self._mem) + len(items) > self.MEMORY_LIMIT:
+            self._mem.clear()
         self._mem.update(items)
         if self._db is not None and items:
             with self._lock:
@@ -302,7 +315,7 @@ class EmbeddingCache:
 
     def __len__(self) -> int:
         if self._db is None:
-            return len(self._mem)
+            return len(self._mem)  # the process-wide memory cache
         with self._lock:
             return int(self._db.execute("SELECT count(*) FROM vectors").fetchone()[0])
 

@@ -469,8 +469,8 @@ class KBStore:
         ids = res["ids"][0]
         if not ids:
             return []
-        rows = self._db().execute("SELECT id, method, title, text FROM docs WHERE list_contains(?, id)",
-                                  [ids]).fetchall()
+        rows = self._db().execute("SELECT d.id, d.method, d.title, d.text FROM docs d JOIN "
+                                  "(SELECT unnest(?::VARCHAR[]) AS id) q USING (id)", [ids]).fetchall()
         by_id = {r[0]: r for r in rows}
         hits: list[DocHit] = []
         for i, dist, meta in zip(ids, res["distances"][0], res["metadatas"][0], strict=True):
@@ -622,8 +622,8 @@ class KBStore:
         batch = max(1, min(5000, int(self._chroma().get_max_batch_size())))
         for start in range(0, len(todo), batch):
             chunk = todo[start:start + batch]
-            rows = self._db().execute("SELECT json, doc_hash, generated FROM docs WHERE list_contains(?, id)",
-                                      [chunk]).fetchall()
+            rows = self._db().execute("SELECT d.json, d.doc_hash, d.generated FROM docs d JOIN "
+                                      "(SELECT unnest(?::VARCHAR[]) AS id) q USING (id)", [chunk]).fetchall()
             docs = [(SkillDoc.model_validate_json(j), h, g) for j, h, g in rows]
             vecs = self.embedder.encode_array([doc_embed_text(d) for d, _, _ in docs])
             coll.upsert(ids=[d.id for d, _, _ in docs], embeddings=vecs,
