@@ -15,6 +15,7 @@ import functools
 import logging
 import threading
 import time
+from collections import OrderedDict
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
@@ -42,14 +43,84 @@ def _open_store(settings: Any) -> Any:
         return store
 
 
-def _rules_for(store: Any) -> Any:
+class _LRU:
+    def __init__(self, size: int) -> None:
+        self.size = size
+        self.data: OrderedDict[Any, Any] = OrderedDict()
+        self.lock = threading.Lock()
+
+    def get_or(self, key: Any, make: Any) -> Any:
+        with self.lock:
+            if key in self.data:
+                self.data.move_to_end(key)
+                return self.data[key]
+        value = make()
+        with self.lock:
+            self.data[key] = value
+            while len(self.data) > self.size:
+                self.data.popitem(last=False)
+        return value
+
+    def clear(self) -> None:
+        with self.lock:
+            self.data.clear()
+
+
+_READS = _LRU(4096)
+
+
+class _CachedReads:
+    """The store's reads, memoized per KB content hash (an ingest changes the hash and so the keys).
+
+    The SQL and the vector search still decide what comes back; a warm process only avoids asking the
+    same question twice (the planner asks about the same situation every round)."""
+
+    def __init__(self, store: Any, content: str) -> None:
+        self._store = store
+        self._content = content
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._store, name)
+
+    def cases_for(self, bottleneck: str | None, tier: str | None, structure: int | None, *,
+                  fallback: bool = False) -> list[Any]:
+        key = ("cases", self._content, bottleneck, tier, structure, fallback)
+        return _READS.get_or(key, lambda: self._store.cases_for(bottleneck, tier, structure, fallback=fallback))
+
+    def methods(self, ids: list[str] | None = None) -> list[Any]:
+        key = ("methods", self._content, tuple(ids) if ids is not None else None)
+        return _READS.get_or(key, lambda: self._store.methods(ids))
+
+    def example_root(self, method_id: str) -> Any:
+        return _READS.get_or(("example_root", self._content, method_id),
+                             lambda: self._store.example_root(method_id))
+
+    def search_docs(self, text: str, k: int = 5, methods: list[str] | None = None) -> list[Any]:
+        key = ("search", self._content, text, k, tuple(methods) if methods is not None else None)
+        return _READS.get_or(key, lambda: self._store.search_docs(text, k=k, methods=methods))
+
+
+def clear_caches(*, rules: bool = True) -> None:
+    """Forget the in-process memos (features, profiles, store reads and, unless ``rules=False``, the
+    decision tables read once per KB content); for benchmarks and tests."""
+    _READS.clear()
+    if rules:
+        _RULES.clear()
+    _extracted.cache_clear()
+    _profile_at.cache_clear()
+
+
+def _content_of(store: Any) -> str | None:
+    try:
+        return store.content_hash()
+    except Exception:  # noqa: BLE001 - a reader without a hash (MemoryKB): never cache across calls
+        return None
+
+
+def _rules_for(store: Any, content: str | None) -> Any:
     """The small decision tables, cached per store and content hash (re-read after an ingest)."""
     from .engine import Rules
 
-    try:
-        content = store.content_hash()
-    except Exception:  # noqa: BLE001 - a reader without a hash (MemoryKB): never cache across calls
-        content = None
     if content is None:
         return Rules.from_kb(store)
     key = (id(store), content)
@@ -209,7 +280,10 @@ def query(kernel: str | Path, *, task: str | Path | None = None, profile: str | 
 
             settings = load_settings()
         store = _open_store(settings)
-    rules = _rules_for(store)
+    content = _content_of(store)
+    rules = _rules_for(store, content)
+    if content is not None:
+        store = _CachedReads(store, content)
     env: dict[str, Any] = {**{k: v for k, v in feats.values.items()}, **ctx, **prof_fields}
     structure = structure_of(feats.values)
     decision = decide(store, env, structure=structure, rules=rules, why_missing=why_missing)

@@ -242,21 +242,25 @@ def _specificity(c: Case) -> int:
 
 def _try_cases(ev: Evaluator, cases: list[Case], attempts: list[CaseAttempt],
                trace: list[TraceStep]) -> Case | None:
+    """The best matching case: lowest priority, then most specific, then id. Cases are visited by
+    (priority, id), so the search stops at the first priority above that of the first match."""
     matched: list[Case] = []
-    for c in cases:
+    for c in sorted(cases, key=lambda c: (c.priority, c.id)):
+        if matched and c.priority > matched[0].priority:
+            break
         when = {p: ev.pred(p, c.id) for p in c.when}
         unless = {p: ev.pred(p, c.id) for p in c.unless}
         ok = all(v is True for v in when.values()) and not any(v is True for v in unless.values())
         failed = [p for p, v in when.items() if v is False] + [f"unless {p}" for p, v in unless.items() if v]
         unknown = [p for p, v in when.items() if v is None]
-        attempts.append(CaseAttempt(case=c.id, bottleneck=c.bottleneck, fallback=c.fallback, matched=ok,
-                                    failed=failed, unknown=unknown))
+        attempts.append(CaseAttempt.model_construct(case=c.id, bottleneck=c.bottleneck, fallback=c.fallback,
+                                                    matched=ok, failed=failed, unknown=unknown))
         gate = " and ".join(c.when) or "true"
         if c.unless:
             gate += " and not (" + " or ".join(c.unless) + ")"
         inputs = {**when, **{f"unless {k}": v for k, v in unless.items()}}
-        trace.append(TraceStep(kind="case", id=c.id, expr=gate, inputs=inputs, value=ok,
-                               note=f"priority {c.priority}" + (", fallback" if c.fallback else "")))
+        trace.append(TraceStep.model_construct(kind="case", id=c.id, expr=gate, inputs=inputs, value=ok, used_by=[],
+                                               note=f"priority {c.priority}" + (", fallback" if c.fallback else "")))
         if ok:
             matched.append(c)
     if not matched:
