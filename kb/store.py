@@ -499,8 +499,9 @@ class KBStore:
         with self._write_lock():
             old_hash = self.content_hash()
             coll = self._coll()
-            chroma_hash = (coll.metadata or {}).get("content_hash") if coll is not None else None
-            if old_hash == new_hash and chroma_hash == new_hash:
+            chroma_meta = dict(coll.metadata or {}) if coll is not None else {}
+            same_model = chroma_meta.get("embed_model") == self.embedder.model_key
+            if old_hash == new_hash and chroma_meta.get("content_hash") == new_hash and same_model:
                 log.info("ingest: content unchanged (%s)", new_hash[:12])
                 return IngestReport(changed=False, content_hash=new_hash, previous_hash=old_hash,
                                     counts=skills.counts(), seconds=time.perf_counter() - t0)
@@ -657,9 +658,10 @@ class KBStore:
         return report
 
     def drifted(self) -> bool:
+        """Cheap check: does Chroma record the current content hash and embedding model?"""
         coll = self._coll()
-        chroma_hash = (coll.metadata or {}).get("content_hash") if coll is not None else None
-        return chroma_hash != self.content_hash()
+        meta = dict(coll.metadata or {}) if coll is not None else {}
+        return meta.get("content_hash") != self.content_hash() or meta.get("embed_model") != self.embedder.model_key
 
 
 def open_store(settings: Any, *, read_only: bool = False, bundled: Path | None = None) -> KBStore:
