@@ -66,11 +66,14 @@ def bench_builds(tmp: Path, cache: str, parallel: int, quick: bool) -> tuple[str
     rows.append(["fast path (nvcc -cubin)", cold_fp, nvcc_s, hit_fp, b.ok and b2.cached])
     out["fastpath"] = {"cold_s": cold_fp, "compile_s": nvcc_s, "hit_s": hit_fp}
 
-    routes = [("load_inline light headers + pch", {}, {}),
-              ("load_inline light headers", {}, {"KERNELSKILL_HARNESS_NO_PCH": "1"})]
+    routes = [("load_inline fast route (1 nvcc call + shared trampoline)", {}, {}),
+              ("load_inline fast route, second candidate", {}, {}),
+              ("load_inline light headers (2 units, ninja)", {}, {"KERNELSKILL_HARNESS_NO_FAST_INLINE": "1"})]
+    if os.environ.get("KERNELSKILL_BENCH_PCH"):
+        routes.append(("load_inline light headers + pch", {"use_pch": True},
+                       {"KERNELSKILL_HARNESS_NO_FAST_INLINE": "1"}))
     if not quick:
-        routes.append(("load_inline as written (torch default)", {"fast_headers": False},
-                       {"KERNELSKILL_HARNESS_NO_PCH": "1"}))
+        routes.append(("load_inline as written (torch default)", {"fast_headers": False}, {}))
     for label, over, env in routes:
         old = {k: os.environ.get(k) for k in env}
         os.environ.update(env)
@@ -183,12 +186,13 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--parallel", type=int, default=8)
     ap.add_argument("--repeats", type=int, default=2)
     ap.add_argument("--json", type=Path, default=None)
+    ap.add_argument("--cache", default=None, help="build cache folder (default: a fresh temporary one)")
     ap.add_argument("--skip", default="", help="comma list of: builds,eval,kb")
     ap.add_argument("--eval-cases", type=int, default=len(EVAL_CASES), help="how many of the eval cases")
     args = ap.parse_args(argv)
     skip = set(filter(None, args.skip.split(",")))
     tmp = Path(tempfile.mkdtemp(prefix="ks-bench-"))
-    cache = str(tmp / "cache")
+    cache = args.cache or str(tmp / "cache")
     results: dict = {}
     if "kb" not in skip:
         text, results["kernelbench"] = bench_kernelbench_agreement()

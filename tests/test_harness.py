@@ -288,3 +288,30 @@ def test_fastpath_argument_checks(tmp_path, monkeypatch):
     loose = mod.kernel("k")
     with pytest.raises(OverflowError, match="declare it i64"):
         loose._convert([1, 2**40])
+
+
+# --- the one-nvcc-call load_inline route (parsing and code generation) -------------------------------
+def test_inline_fast_signature_parsing():
+    from kernelskill.pipeline.harness.inline_fast import NotEligible, parse_signature, wrapper_source
+
+    cpp = ["torch::Tensor fwd(torch::Tensor x, const at::Tensor& w, int n, double eps, bool flag);\n"
+           "std::vector<torch::Tensor> both(torch::Tensor a);\nvoid touch(torch::Tensor a, int64_t k = 3);"]
+    assert parse_signature("fwd", cpp)[:2] == ("ttifb", "t")
+    assert parse_signature("both", cpp)[:2] == ("t", "l")
+    assert parse_signature("touch", cpp)[:2] == ("ti", "v")
+    with pytest.raises(NotEligible):
+        parse_signature("missing", cpp)
+    with pytest.raises(NotEligible, match="parameter type"):
+        parse_signature("g", ["torch::Tensor g(c10::optional<torch::Tensor> x);"])
+    src = wrapper_source("fwd", "ttifb", "t", ["torch::Tensor", "at::Tensor", "int", "double", "bool"])
+    assert 'extern "C" int ks_wrap_fwd' in src and "static_cast<int>(*reinterpret_cast<int64_t*>(a[2]))" in src
+
+
+def test_light_fault_heuristic():
+    from kernelskill.pipeline.harness.build import light_may_be_at_fault
+
+    own = 'x/cuda.cu(3): error: identifier "undefined_symbol" is undefined\n1 error detected'
+    assert not light_may_be_at_fault(own)  # the candidate's own mistake: no retry with heavier headers
+    assert light_may_be_at_fault('cuda.cu(8): error: no operator "+" matches these operands\n'
+                                 "  operand types are: at::Tensor + int64_t")
+    assert light_may_be_at_fault("ninja: build stopped: subcommand failed.")

@@ -70,7 +70,13 @@ def results(tmp_path_factory):
             with open(dump, "a") as fh:
                 fh.write(json.dumps({"case": keys[i], **res.to_dict()}, default=str) + "\n")
 
-    return dict(zip(keys, LocalEvaluator(on_result=record, slots_per_gpu=3).submit(jobs), strict=True))
+    out = dict(zip(keys, LocalEvaluator(on_result=record, slots_per_gpu=3).submit(jobs), strict=True))
+    if dump:  # the build-phase records (routes and seconds) of every case
+        builds = {k: json.loads((Path(cache) / r.details["build_key"] / "build.json").read_text())
+                  for k, r in out.items() if r.details.get("build_key")
+                  and (Path(cache) / r.details["build_key"] / "build.json").is_file()}
+        Path(dump).with_suffix(".builds.json").write_text(json.dumps(builds, indent=1, default=str))
+    return out
 
 
 @pytest.mark.parametrize("name", [*EXPECTED, *ALLOWED])

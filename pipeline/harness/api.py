@@ -66,6 +66,7 @@ def _build_env(config: EvalConfig, key: str) -> dict[str, str]:
     return {
         "TORCH_EXTENSIONS_DIR": str(root / key / "ext"),
         "KERNELSKILL_HARNESS_CUBIN_CACHE": str(root / "cubin"),
+        "TRITON_CACHE_DIR": os.environ.get("TRITON_CACHE_DIR", str(root / "triton")),
         "TORCH_CUDA_ARCH_LIST": os.environ.get("TORCH_CUDA_ARCH_LIST", _arch_list(default_arch())),
         "MAX_JOBS": os.environ.get("MAX_JOBS", "4"),
     }
@@ -86,7 +87,7 @@ _PCH_STATE: dict[str, Any] = {}
 
 def ensure_pch(config: EvalConfig, sources: Sequence[str]) -> None:
     """Precompile torch/extension.h once per process when a load_inline candidate is about to build."""
-    if not config.use_pch or os.environ.get("KERNELSKILL_HARNESS_NO_PCH"):
+    if not (config.use_pch or os.environ.get("KERNELSKILL_HARNESS_PCH")) or os.environ.get("KERNELSKILL_HARNESS_NO_PCH"):
         return
     if not any("load_inline" in s or "cpp_extension" in s for s in sources):
         return

@@ -30,7 +30,8 @@ from .results import trim_log
 
 log = logging.getLogger(__name__)
 
-BUILD_VERSION = "1"
+BUILD_VERSION = "2"
+NO_FAST_ENV = "KERNELSKILL_HARNESS_NO_FAST_INLINE"
 
 #: every load_inline / load call of this process: name, route, seconds, ok
 BUILD_EVENTS: list[dict[str, Any]] = []
@@ -67,6 +68,10 @@ _NEEDS_FULL_RE = re.compile(r"PYBIND11|pybind11|\bpy::|torch::nn\b|torch::optim\
                             r"torch::autograd\b|torch::data\b|torch::serialize\b|at::native\b")
 _BASE_PRELUDE = [
     "#include <ATen/core/Tensor.h>",
+    # Tensor operators (+, *, ...) without ATen/Functions.h: their per-operator variant
+    "#ifndef AT_PER_OPERATOR_HEADERS\n#define AT_PER_OPERATOR_HEADERS\n#define KS_PER_OP_DEFINED\n#endif",
+    "#include <ATen/TensorOperators.h>",
+    "#ifdef KS_PER_OP_DEFINED\n#undef AT_PER_OPERATOR_HEADERS\n#undef KS_PER_OP_DEFINED\n#endif",
     "#include <ATen/Dispatch.h>",
     "#include <c10/util/Exception.h>",
     "#include <c10/core/ScalarType.h>",
@@ -106,6 +111,33 @@ def light_cuda_source(source: str) -> str | None:
         includes.append("#include <c10/core/TensorOptions.h>")
     prelude = "\n".join(includes) + "\nnamespace torch { using namespace at; }\n"
     return prelude + "#line 1\n" + body
+
+
+#: compiler diagnostics only: nvcc ``file(12): error: msg``, gcc ``file:12:3: error: msg``
+_ERROR_LINE_RE = re.compile(r"(?:\(\d+\)|:\d+:\d+):\s*(?:fatal )?error:\s*(.*)")
+_TORCH_NAME_RE = re.compile(r"\b(at|torch|c10|caffe2|pybind11|py)\b|\b(AT|C10|TORCH)_\w+|THC|cuBLAS|cublas")
+
+
+def light_may_be_at_fault(log_text: str) -> bool:
+    """Could the light prelude have caused this build failure (so the standard route may succeed)?
+
+    Errors that name nothing of torch (a syntax error, an undefined identifier of the candidate's
+    own) are the candidate's; anything naming at::/torch::/c10 names, an incomplete type, a missing
+    member or a link/load failure may be ours.
+    """
+    lines = log_text.splitlines()
+    errors = []
+    for i, line in enumerate(lines):  # an error line and the two after it (nvcc puts operand types there)
+        m = _ERROR_LINE_RE.search(line)
+        if m:
+            errors.append(" ".join([m.group(1), *lines[i + 1:i + 3]]))
+    if not errors:
+        return True
+    for err in errors:
+        if _TORCH_NAME_RE.search(err) or "incomplete type" in err or "has no member" in err \
+                or "undefined symbol" in err or "ld returned" in err or "No such file" in err:
+            return True
+    return False
 
 
 # --- precompiled header for main.cpp ------------------------------------------------------------
@@ -166,15 +198,55 @@ def install_build_hooks(*, fast_headers: bool = True) -> None:
     sig = inspect.signature(original_inline)
     use_pch = pch_ready()
 
-    def _failed_marker(name: str) -> Path:
-        root = Path(os.environ.get("TORCH_EXTENSIONS_DIR") or "/tmp")
-        return root / f".light_failed_{name}"
+    ext_root = Path(os.environ.get("TORCH_EXTENSIONS_DIR") or Path.home() / ".cache" / "torch_extensions")
+
+    def _failed_marker(name: str, route: str = "light") -> Path:
+        return ext_root / f".{route}_failed_{name}"
+
+    def _mark(name: str, route: str) -> None:
+        try:
+            ext_root.mkdir(parents=True, exist_ok=True)
+            _failed_marker(name, route).touch()
+        except OSError:
+            pass
+
+    def _fast(params: dict[str, Any]) -> Any:
+        """The one-nvcc-call route of inline_fast; None when it does not apply or failed for our reasons."""
+        from .inline_fast import NotEligible, build_fast
+
+        name = params["name"]
+        start = time.perf_counter()
+        try:
+            mod, info = build_fast(params, ext_root)
+        except NotEligible as exc:
+            BUILD_EVENTS.append({"name": name, "route": "fast", "ok": False, "skipped": str(exc)})
+            return None
+        except CandidateBuildError as exc:
+            BUILD_EVENTS.append({"name": name, "route": "fast", "ok": False,
+                                 "seconds": round(time.perf_counter() - start, 3), "log": trim_log(exc.log, 2000)})
+            if not light_may_be_at_fault(exc.log):
+                raise
+            _mark(name, "fast")
+            return None
+        except Exception as exc:  # noqa: BLE001 - our route failed: the regular ones still work
+            BUILD_EVENTS.append({"name": name, "route": "fast", "ok": False, "error": f"{type(exc).__name__}: {exc}"[:500],
+                                 "seconds": round(time.perf_counter() - start, 3)})
+            _mark(name, "fast")
+            return None
+        BUILD_EVENTS.append({"name": name, "route": "fast" + ("(cached)" if info.get("cached") else ""), "ok": True,
+                             "seconds": info["seconds"], "compile_s": info.get("compile_s")})
+        return mod
 
     def load_inline(*args: Any, **kwargs: Any) -> Any:
         bound = sig.bind(*args, **kwargs)
         params = dict(bound.arguments)
         name = params["name"]
         cuda = _as_list(params.get("cuda_sources"))
+        if (fast_headers and cuda and not params.get("no_implicit_headers") and not os.environ.get(NO_FAST_ENV)
+                and not _failed_marker(name, "fast").exists()):
+            mod = _fast(params)
+            if mod is not None:
+                return mod
         light_ok = (fast_headers and cuda and not params.get("no_implicit_headers")
                     and not _failed_marker(name).exists())
         light = [light_cuda_source(src) for src in cuda] if light_ok else []
@@ -194,15 +266,15 @@ def install_build_hooks(*, fast_headers: bool = True) -> None:
                                      "seconds": round(time.perf_counter() - start, 3), "ok": True})
                 return mod
             except Exception as exc:  # noqa: BLE001 - fall back to the standard route
+                text = _error_text(exc)
                 BUILD_EVENTS.append({"name": name, "route": "light", "ok": False,
                                      "seconds": round(time.perf_counter() - start, 3),
-                                     "log": trim_log(_error_text(exc), 2000)})
+                                     "log": trim_log(text, 2000)})
+                if not light_may_be_at_fault(text):
+                    # the errors are in the candidate's own code: the standard headers cannot fix them
+                    raise CandidateBuildError(f"load_inline({name!r}) failed to build", trim_log(text)) from exc
                 log.info("light build of %s failed, retrying with the standard headers", name)
-                try:
-                    _failed_marker(name).parent.mkdir(parents=True, exist_ok=True)
-                    _failed_marker(name).touch()
-                except OSError:
-                    pass
+                _mark(name, "light")
         std = dict(params)
         std["cuda_sources"] = [_HEAVY_INCLUDE_RE.sub("#include <torch/types.h>", s)
                                if fast_headers and not _NEEDS_FULL_RE.search(s) else s for s in cuda] or None
@@ -233,6 +305,7 @@ def install_build_hooks(*, fast_headers: bool = True) -> None:
         return mod
 
     load_inline._ks_wrapped = True  # type: ignore[attr-defined]
+    load_inline._ks_original = original_inline  # type: ignore[attr-defined]
     load._ks_wrapped = True  # type: ignore[attr-defined]
     ce.load_inline = load_inline
     ce.load = load

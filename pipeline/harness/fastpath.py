@@ -264,64 +264,82 @@ class CudaKernel:
             self._funcs[device] = fn
         return self._funcs[device]
 
-    def _convert(self, args: Sequence[Any]) -> list[Any]:
+    def _convert(self, args: Sequence[Any]) -> tuple[list[Any], int | None]:
+        """ctypes values for ``args`` and the device of the first tensor argument."""
         import torch
 
-        if self.signature is not None and len(args) != len(self.signature):
-            raise TypeError(f"kernel {self.name}: {len(args)} arguments given, signature has "
-                            f"{len(self.signature)}")
+        sig = self.signature
+        if sig is not None and len(args) != len(sig):
+            raise TypeError(f"kernel {self.name}: {len(args)} arguments given, signature has {len(sig)}")
         out: list[Any] = []
+        device: int | None = None
         for i, arg in enumerate(args):
-            kind = self.signature[i] if self.signature is not None else None
+            kind = sig[i] if sig is not None else None
             if isinstance(arg, torch.Tensor):
-                if not arg.is_cuda:
+                dev = arg.get_device()
+                if dev < 0:
                     raise TypeError(f"kernel {self.name}: argument {i} is a CPU tensor")
-                if kind not in (None, "ptr"):
+                if kind is not None and kind != "ptr":
                     raise TypeError(f"kernel {self.name}: argument {i} is a tensor, signature says {kind}")
+                if device is None:
+                    device = dev
                 out.append(ctypes.c_void_p(arg.data_ptr()))
             elif isinstance(arg, bool | int):
                 kind = kind or "i32"
                 if kind == "ptr":
                     out.append(ctypes.c_void_p(int(arg)))
+                elif kind in ("f32", "f64"):
+                    out.append(_ARG_TYPES[kind](float(arg)))
                 elif kind == "i32" and not -(2**31) <= int(arg) < 2**31:
                     raise OverflowError(f"kernel {self.name}: argument {i}={arg} does not fit i32; "
                                         "declare it i64 in the signature")
                 else:
-                    out.append(_ARG_TYPES[kind](int(arg)) if kind not in ("f32", "f64")
-                               else _ARG_TYPES[kind](float(arg)))
+                    out.append(_ARG_TYPES[kind](int(arg)))
             elif isinstance(arg, float):
+                if kind not in (None, "f32", "f64"):
+                    raise TypeError(f"kernel {self.name}: argument {i} is a float, signature says {kind}")
                 out.append(_ARG_TYPES[kind or "f32"](arg))
             else:
                 raise TypeError(f"kernel {self.name}: argument {i} has unsupported type {type(arg).__name__}")
-        return out
+        return out, device
 
     def __call__(self, grid: int | Sequence[int], block: int | Sequence[int], args: Sequence[Any] = (),
                  shared_mem: int = 0, stream: Any = None) -> None:
         import torch
 
-        device = torch.cuda.current_device()
-        for a in args:
-            if isinstance(a, torch.Tensor) and a.is_cuda:
-                device = a.device.index if a.device.index is not None else device
-                break
-        g = _dim3(grid)
-        b = _dim3(block)
-        fn = self._func(device)
+        values, device = self._convert(args)
+        if device is None:
+            device = torch.cuda.current_device()
+        g = grid if type(grid) is tuple and len(grid) == 3 else _dim3(grid)
+        b = block if type(block) is tuple and len(block) == 3 else _dim3(block)
+        fn = self._funcs.get(device) or self._func(device)
         if shared_mem > 48 * 1024 and self._smem_set.get(device, 0) < shared_mem:
             # CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES = 8
             _Driver.check(_Driver.lib().cuFuncSetAttribute(fn, 8, int(shared_mem)), "cuFuncSetAttribute")
             self._smem_set[device] = shared_mem
-        values = self._convert(args)
         params = (ctypes.c_void_p * max(1, len(values)))(*[ctypes.addressof(v) for v in values])
         if stream is None:
-            handle = torch.cuda.current_stream(device).cuda_stream
+            handle = _RAW_STREAM(device) if _RAW_STREAM else torch.cuda.current_stream(device).cuda_stream
         else:
             handle = getattr(stream, "cuda_stream", stream)
-        _Driver.check(_Driver.lib().cuLaunchKernel(fn, g[0], g[1], g[2], b[0], b[1], b[2], int(shared_mem),
-                                                   ctypes.c_void_p(handle), params, None),
-                      f"cuLaunchKernel({self.name})")
+        lib = _Driver._lib or _Driver.lib()
+        rc = lib.cuLaunchKernel(fn, g[0], g[1], g[2], b[0], b[1], b[2], int(shared_mem), handle, params, None)
+        if rc:
+            _Driver.check(rc, f"cuLaunchKernel({self.name})")
 
     launch = __call__
+
+
+def _raw_stream_fn() -> Any:
+    try:
+        import torch
+
+        return getattr(torch._C, "_cuda_getCurrentRawStream", None)
+    except ImportError:  # pragma: no cover
+        return None
+
+
+_RAW_STREAM = _raw_stream_fn()
 
 
 def _dim3(value: int | Sequence[int]) -> tuple[int, int, int]:
