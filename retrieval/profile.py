@@ -224,6 +224,8 @@ def parse_csv_text(text: str, source: str = "<profile>", field_map: FieldMap | N
         body = body[1:]
     if not body:
         raise KernelskillError(f"{source}: the profile has a header but no kernel rows")
+    if "Metric Name" in header and "Metric Value" in header:  # ncu's default (details) page: pivot it
+        header, units, body = _pivot_details(header, body, h)
     col = {name: i for i, name in enumerate(header)}
 
     def ident(key: str) -> int | None:
@@ -292,6 +294,34 @@ def parse_csv_text(text: str, source: str = "<profile>", field_map: FieldMap | N
                      "their scale differs from the per-warp-active ratios the thresholds were set on")
     return Profile(source=source, units="human" if human else "base", kernels=kernels, launches=len(launches),
                    notes=notes)
+
+
+def _pivot_details(header: list[str], body: list[list[str]], h: int) -> tuple[list[str], list[str], list[list[str]]]:
+    """``--page details`` has one row per (launch, metric) with ``Metric Name/Unit/Value`` columns; turn it
+    into the raw page's shape (one row per launch, a units row) so the same field map applies."""
+    name_i, unit_i, value_i = header.index("Metric Name"), header.index("Metric Unit"), header.index("Metric Value")
+    ident = [i for i, c in enumerate(header) if c not in ("Section Name", "Metric Name", "Metric Unit",
+                                                           "Metric Value", "Rule Name", "Rule Type",
+                                                           "Rule Description", "Estimated Speedup Type",
+                                                           "Estimated Speedup")]
+    id_i = header.index("ID")
+    metrics: dict[str, str] = {}
+    launches: dict[str, dict[str, Any]] = {}
+    for row in body:
+        if len(row) <= max(name_i, unit_i, value_i):
+            continue
+        launch = launches.setdefault(row[id_i], {"ident": [row[i] for i in ident], "values": {}})
+        metric = row[name_i].strip()
+        if metric and metric not in launch["values"]:
+            launch["values"][metric] = row[value_i]
+            metrics.setdefault(metric, row[unit_i].strip())
+    names = [m for m in metrics if m not in {header[i] for i in ident}]
+    new_header = [header[i] for i in ident] + names
+    new_units = [""] * len(ident) + [metrics[m] for m in names]
+    new_body = [launch["ident"] + [launch["values"].get(m, "") for m in names] for launch in launches.values()]
+    log.debug("pivoted a details-page CSV (header at row %d): %d launches, %d metrics", h + 1, len(new_body),
+              len(names))
+    return new_header, new_units, new_body
 
 
 def _group(launches: list[dict[str, Any]], resolved: dict[str, tuple[str, int, float]],

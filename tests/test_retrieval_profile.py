@@ -214,3 +214,31 @@ def test_capture_metrics_cover_both_spellings() -> None:
     assert "smsp__warp_issue_stalled_long_scoreboard_per_warp_active.ratio" in metrics
     assert "smsp__average_warps_issue_stalled_long_scoreboard_per_issue_active.ratio" in metrics
     assert "Duration" not in metrics and len(metrics) == len(set(metrics))
+
+
+def test_details_page_is_pivoted() -> None:
+    """ncu's default CSV page (one row per metric, human names and units) carries the headline fields."""
+    head = ['"ID"', '"Process ID"', '"Process Name"', '"Host Name"', '"Kernel Name"', '"Context"', '"Stream"',
+            '"Block Size"', '"Grid Size"', '"Device"', '"CC"', '"Section Name"', '"Metric Name"',
+            '"Metric Unit"', '"Metric Value"']
+    ident = '"0","780","python3.12","127.0.0.1","naive_gemm_kernel(const float *, const float *, float *, int, ' \
+            'int, int)","1","7","(16, 16, 1)","(128, 128, 1)","0","9.0"'
+    metrics = [("GPU Speed Of Light Throughput", "DRAM Throughput", "%", "0.31"),
+               ("GPU Speed Of Light Throughput", "Duration", "msecond", "3.14"),
+               ("GPU Speed Of Light Throughput", "L1/TEX Cache Throughput", "%", "99.31"),
+               ("GPU Speed Of Light Throughput", "L2 Cache Throughput", "%", "19.13"),
+               ("GPU Speed Of Light Throughput", "Compute (SM) Throughput", "%", "65.52"),
+               ("Launch Statistics", "Registers Per Thread", "register/thread", "32"),
+               ("Launch Statistics", "Grid Size", "", "16,384"),
+               ("Occupancy", "Block Limit Registers", "block", "8"),
+               ("Occupancy", "Achieved Occupancy", "%", "98.34"),
+               ("Scheduler Statistics", "Eligible Warps Per Scheduler", "warp", "1.89")]
+    lines = [",".join(head)] + [f'{ident},"{s}","{n}","{u}","{v}"' for s, n, u, v in metrics]
+    prof = parse_csv_text("\n".join(lines) + "\n", "details.csv")
+    k = prof.dominant()
+    assert prof.launches == 1 and k.base_name == "naive_gemm_kernel"
+    assert k.fields["kernel_duration_ns"] == pytest.approx(3.14e6)
+    assert k.fields["sm_throughput_pct"] == pytest.approx(65.52)
+    assert k.fields["warps_eligible_cnt"] == pytest.approx(1.89)
+    assert k.sources["dram_throughput_pct"] == "DRAM Throughput"
+    assert "stall_long_scoreboard_ratio" in {m.field for m in k.missing}
