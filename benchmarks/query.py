@@ -2,6 +2,7 @@
 
     /work/venv/bin/python benchmarks/query.py [--sizes 100,10000,100000] [--rounds 20] [--cold-runs 5]
                                               [--work DIR] [--skip-cold]
+    /work/venv/bin/python benchmarks/query.py --heldout HOME   # agreement with tests/data/heldout labels
 
 For each size N the KB is the bundled skills plus N synthetic decision cases and N synthetic skill docs
 (random bottleneck, tiers, structures, gates and methods), ingested into a real store (DuckDB file +
@@ -156,6 +157,41 @@ def cold_cli(home: Path, runs: int) -> list[tuple[str, float, float]]:
     return out
 
 
+def heldout(home: Path) -> None:
+    """Agreement with the expert labels of tests/data/heldout (bottleneck, first method, must-not)."""
+    import yaml
+    from rich.console import Console
+    from rich.table import Table
+
+    root = ROOT / "tests" / "data" / "heldout"
+    labels = yaml.safe_load((root / "labels.yaml").read_text())["kernels"]
+    settings = load_settings(home=home)
+    t = Table(title="held-out kernels: query vs expert labels")
+    for col in ("kernel", "bottleneck", "ok", "first (profile)", "ok", "first (static)", "ok", "must-not hit"):
+        t.add_column(col)
+    tally = {"b": 0, "f": 0, "s": 0, "m": 0}
+    for lab in labels:
+        kernel = root / "kernels" / f"{lab['id']}.py"
+        r = query(kernel, profile=root / "profiles" / f"{lab['id']}.csv", settings=settings)
+        st = query(kernel, settings=settings)
+        first, sfirst = r.first_methods(3), st.first_methods(3)
+        ok_b = r.bottleneck.id in lab["bottleneck"]
+        ok_f = bool(first) and first[0] in lab["first"]
+        ok_s = bool(sfirst) and sfirst[0] in lab.get("static_first", lab["first"])
+        bad = sorted({m for m in r.first_methods(99) + st.first_methods(99) if m in lab.get("must_not", [])})
+        tally["b"] += ok_b
+        tally["f"] += ok_f
+        tally["s"] += ok_s
+        tally["m"] += bool(bad)
+        t.add_row(lab["id"], str(r.bottleneck.id), "yes" if ok_b else "NO", ", ".join(first), "yes" if ok_f else "NO",
+                  ", ".join(sfirst), "yes" if ok_s else "NO", ", ".join(bad))
+    n = len(labels)
+    con = Console(width=200)
+    con.print(t)
+    con.print(f"bottleneck {tally['b']}/{n}; first method in the expert's first set: {tally['f']}/{n} with the "
+              f"profile, {tally['s']}/{n} static-only; kernels with a must-not method permitted: {tally['m']}/{n}")
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--sizes", default="100,10000,100000")
@@ -163,7 +199,12 @@ def main() -> None:
     ap.add_argument("--cold-runs", type=int, default=5)
     ap.add_argument("--work", type=Path, default=None, help="keep the KBs here (reused on the next run)")
     ap.add_argument("--skip-cold", action="store_true")
+    ap.add_argument("--heldout", type=Path, default=None, metavar="HOME",
+                    help="only score the held-out kernels against their labels, with the KB of HOME")
     args = ap.parse_args()
+    if args.heldout is not None:
+        heldout(args.heldout)
+        return
     from rich.console import Console
     from rich.table import Table
 
