@@ -67,6 +67,11 @@ def query(ctx, kernel: Path, task: Path | None, profile_path: Path | None, run_n
     if profile_path is not None and run_ncu:
         raise KernelskillError("give either --profile or --ncu, not both")
     settings = ctx.settings()
+    from kernelskill.kb.store import CURRENT
+
+    if not (settings.kb_dir / CURRENT).is_file():
+        click.echo(f"building the knowledge base in {settings.kb_dir} from the bundled skills (first run; "
+                   f"embedding the skill docs takes a while on a small CPU)...", err=True)
     prof: Any = profile_path
     if run_ncu:
         prof = _live_profile(task, kernel, settings)
