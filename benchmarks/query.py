@@ -65,7 +65,7 @@ def synthetic(n: int, seed: int = 0):
     where = Location("<synthetic>", 0)
     for i in range(n):
         skills.add("docs", SkillDoc(
-            id=f"syn.doc.{i:06d}", method=rng.choice(methods), title=f"Synthetic note {i}", text=pool[i % POOL],
+            id=f"syn.doc.{i:06d}", method=rng.choice(methods), title=f"Synthetic note {i % POOL}", text=pool[i % POOL],
             kind=rng.choice(["guidance", "case_study", "pitfall"]), bottlenecks=rng.sample(bns, rng.randint(0, 2)),
             tiers=rng.sample(tiers, rng.randint(0, 2)), structures=sorted(rng.sample(range(5), rng.randint(0, 2)))),
             where)
