@@ -164,9 +164,7 @@ def _load_profile_cached(path: str | Path) -> Any:
 def _profile_at(resolved: str, mtime_ns: int, size: int, shown: str) -> Any:
     from .profile import load_profile
 
-    prof = load_profile(resolved)
-    prof.source = shown
-    return prof
+    return load_profile(shown)  # the key holds the resolved path; messages name the path as given
 
 
 def _summary_from_featureset(fs: Any) -> FeatureSummary:
