@@ -105,20 +105,23 @@ def test_zero_output_fails_on_tiny_reference(results):
 
 
 def test_unparsable_candidate_is_a_compile_error(tmp_path):
-    res = evaluate(ADD, CASES / "cpu" / "syntax_error.py", EvalConfig(cache_dir=str(tmp_path)))
-    assert res.status == "compile_error" and "syntax_error.py:4" in res.message
+    res = evaluate(ADD, CASES / "cpu" / "syntax_error.txt", EvalConfig(cache_dir=str(tmp_path)))
+    assert res.status == "compile_error" and "syntax_error.txt:4" in res.message
 
 
 def test_build_cache_hit(tmp_path):
     cfg = EvalConfig(cache_dir=str(tmp_path))
     plain = build(CASES / "cpu" / "good_add.py", cfg)
     assert plain.ok and "nothing to build" in plain.message
-    # a fast-path candidate: nvcc -cubin runs in the build worker with the GPU hidden
+    lazy = build(CASES / "gpu" / "good_add_fastpath.py", cfg)
+    assert lazy.ok and lazy.deferred  # by default fast-path kernels compile in the GPU worker (~0.4 s)
+    # with prebuild_fastpath, nvcc -cubin runs in a build worker with the GPU hidden
+    cfg = EvalConfig(cache_dir=str(tmp_path / "pre"), prebuild_fastpath=True)
     first = build(CASES / "gpu" / "good_add_fastpath.py", cfg)
     second = build(CASES / "gpu" / "good_add_fastpath.py", cfg)
     assert first.ok and not first.cached and not first.deferred, first.message
     assert second.cached and second.key == first.key and second.seconds == 0.0
-    assert list((tmp_path / "cubin").glob("*.cubin"))
+    assert list((tmp_path / "pre" / "cubin").glob("*.cubin"))
     assert (tmp_path / first.key / "build.json").is_file()
 
 

@@ -81,6 +81,9 @@ def _arch_list(arch: str) -> str:
 BUILD_MARKERS = ("load_inline", "cpp_extension", "CudaModule", "fastpath", "compile_cubin", "nvrtc", "nvcc",
                  "cupy", "ctypes")
 
+#: markers of a slow (C++ extension) build, which is worth a separate parallel CPU phase
+HEAVY_MARKERS = ("load_inline", "cpp_extension", "cupy", "nvrtc")
+
 _PCH_LOCK = threading.Lock()
 _PCH_STATE: dict[str, Any] = {}
 
@@ -119,6 +122,12 @@ def build(candidate: str | Path, config: EvalConfig | None = None) -> BuildResul
                                deferred=data.get("deferred", False))
         if kind == "python" and not any(m in source for m in BUILD_MARKERS):
             br = BuildResult(ok=True, key=key, message="nothing to build (no load_inline / fast-path kernels)")
+            record.write_text(json.dumps(br.to_dict()))
+            return br
+        if kind == "python" and not cfg.prebuild_fastpath and not any(m in source for m in HEAVY_MARKERS):
+            # fast-path kernels compile at import in ~0.4 s (cached by hash): a build worker would cost more
+            br = BuildResult(ok=True, key=key, deferred=True,
+                             message="fast-path kernels compile when the GPU worker imports the candidate")
             record.write_text(json.dumps(br.to_dict()))
             return br
         env = _build_env(cfg, key) | {"CUDA_VISIBLE_DEVICES": ""}

@@ -133,7 +133,8 @@ def _compile_nvcc(nvcc: str, source: str, arch: str, options: Sequence[str], nam
         cmd = [nvcc, "-cubin", f"-arch={arch}", "-O3", "-std=c++17", *options, "-o", str(out), str(src)]
         proc = subprocess.run(cmd, capture_output=True, text=True, timeout=300)
         if proc.returncode != 0 or not out.is_file():
-            raise FastPathCompileError(f"nvcc -cubin failed for {name}", (proc.stdout + proc.stderr).strip())
+            text = (proc.stdout + proc.stderr).replace(str(src.parent) + "/", "").strip()
+            raise FastPathCompileError(f"nvcc -cubin failed for {name}", text)
         return out.read_bytes()
 
 
@@ -196,18 +197,30 @@ class _Driver:
         cls._check(cls.lib(), rc, what)
 
 
+#: device -> torch's primary context handle (what must be current on a thread that launches)
+_PRIMARY: dict[int, int] = {}
+
+
 def _ensure_context(device: int) -> None:
+    """Make torch's primary context of ``device`` current on the calling thread."""
     import torch
 
     torch.cuda.init()
     with torch.cuda.device(device):
-        torch.cuda.current_stream(device).synchronize()  # makes torch's primary context current
+        torch.cuda.current_stream(device).synchronize()  # the runtime makes the primary context current
     lib = _Driver.lib()
     ctx = ctypes.c_void_p()
     _Driver.check(lib.cuCtxGetCurrent(ctypes.byref(ctx)), "cuCtxGetCurrent")
     if not ctx.value:
         _Driver.check(lib.cuDevicePrimaryCtxRetain(ctypes.byref(ctx), device), "cuDevicePrimaryCtxRetain")
         _Driver.check(lib.cuCtxSetCurrent(ctx), "cuCtxSetCurrent")
+    _PRIMARY[device] = ctx.value or 0
+
+
+def _current_context_is(device: int) -> bool:
+    ctx = ctypes.c_void_p()
+    (_Driver._lib or _Driver.lib()).cuCtxGetCurrent(ctypes.byref(ctx))
+    return bool(ctx.value) and ctx.value == _PRIMARY.get(device)
 
 
 class CudaModule:
@@ -313,6 +326,8 @@ class CudaKernel:
         g = grid if type(grid) is tuple and len(grid) == 3 else _dim3(grid)
         b = block if type(block) is tuple and len(block) == 3 else _dim3(block)
         fn = self._funcs.get(device) or self._func(device)
+        if not _current_context_is(device):  # a launch from another thread, or after a device switch
+            _ensure_context(device)
         if shared_mem > 48 * 1024 and self._smem_set.get(device, 0) < shared_mem:
             # CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES = 8
             _Driver.check(_Driver.lib().cuFuncSetAttribute(fn, 8, int(shared_mem)), "cuFuncSetAttribute")

@@ -95,6 +95,7 @@ class EvalConfig(_Record):
     max_file_mb: int = 2048  # RLIMIT_FSIZE for the worker
     cache_dir: str | None = None  # build cache root (default ~/.cache/kernelskill/builds)
     fast_headers: bool = True  # rewrite heavy torch headers of load_inline CUDA units
+    prebuild_fastpath: bool = False  # also run fast-path-only candidates through a build worker
     use_pch: bool = False  # precompile torch/extension.h once per box for load_inline host units (opt-in)
     device: int | None = None  # GPU index (LocalEvaluator sets it)
     rotate_inputs: int = 4  # fresh input copies cycled through while timing

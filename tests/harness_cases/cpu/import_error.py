@@ -1,5 +1,5 @@
-import torch
 import not_a_real_module_kernelskill  # noqa: F401
+import torch
 
 
 class ModelNew(torch.nn.Module):
