@@ -96,11 +96,12 @@ class Evaluation:
         if not self.cuda:
             return
         blocks = []
+        free, _total = torch.cuda.mem_get_info(self.device)
         for n in nbytes:
-            for _ in range(3):
+            copies = 3 if 3 * n < 0.3 * free else 1 if n < 0.3 * free else 0  # 6 GB outputs: fewer copies
+            for _ in range(copies):
                 blocks.append(torch.full((max(1, n // 4),), float("nan"), dtype=torch.float32,
                                          device=self.device))
-        free, _total = torch.cuda.mem_get_info(self.device)
         big = int(min(free * 0.2, 2 * 2**30)) // 4
         if big > 0:
             blocks.append(torch.full((big,), float("nan"), dtype=torch.float32, device=self.device))
@@ -150,6 +151,7 @@ class Evaluation:
         out_bytes = [o.numel() * o.element_size() for o in ref_out0 if isinstance(o, torch.Tensor)]
         ref_x = _clone(x0)
         ref_alias = aliases_inputs(flatten_outputs(ref_model(*ref_x)), ref_x)
+        self.sync()
         in_dtypes = _float_dtypes(x0) | _float_dtypes(ref_out0)
         task_fp32 = bool(in_dtypes) and in_dtypes <= {torch.float32}
         self.details["task_dtype"] = ("fp32" if task_fp32 else "mixed" if len(in_dtypes) > 1
@@ -212,7 +214,7 @@ class Evaluation:
         if not ref_mutates and any(isinstance(a, torch.Tensor) and not torch.equal(a, b)
                                    for a, b in zip(cx, pristine, strict=True)):
             self.cheat("input_mutated", "candidate wrote into its input tensors")
-        del pristine
+        del pristine, ref_x
 
         # ---- pointer-keyed cache probe: same tensors, new values ----
         self.stage("pointer_probe")
@@ -287,6 +289,8 @@ class Evaluation:
         self.details["bitwise_deterministic"] = bitwise
 
         # ---- second shape set ----
+        if cfg.alt_shapes and not self.has_alt():
+            self.details["alt_shapes"] = "skipped: the task has no get_inputs_alt() and no batch_size >= 2"
         if cfg.alt_shapes and self.has_alt():
             self.stage("alt_shapes")
             xs = self.fresh_inputs(cfg.seed + 77, alt=True)

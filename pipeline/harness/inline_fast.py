@@ -23,6 +23,7 @@ import hashlib
 import inspect
 import os
 import re
+import shutil
 import subprocess
 import time
 import types
@@ -313,7 +314,9 @@ def build_fast(params: dict[str, Any], ext_root: Path) -> tuple[Any, dict[str, A
             nvcc = os.path.join(cuda_home, "bin", "nvcc")
             if not os.path.isfile(nvcc):
                 nvcc = "nvcc"
-            cmd = [nvcc, str(folder / "unit.cu"), "-o", str(folder / "lib.tmp.so"), *flags, *ldflags]
+            wrapper = [shutil.which("ccache")] if shutil.which("ccache") and not os.environ.get(
+                "TORCH_NO_COMPILER_WRAPPER") else []
+            cmd = [*wrapper, nvcc, str(folder / "unit.cu"), "-o", str(folder / "lib.tmp.so"), *flags, *ldflags]
             proc = subprocess.run(cmd, capture_output=True, text=True, timeout=900)
             if proc.returncode != 0:
                 from .build import CandidateBuildError
