@@ -236,23 +236,23 @@ def test_loop_with_the_real_harness_on_cpu(tmp_path: Path) -> None:
 
 
 def test_loop_with_the_real_query(tmp_path: Path, task_file: Path, monkeypatch) -> None:
-    """The KB seam without a stand-in: kernelskill.query over the bundled knowledge base."""
+    """The KB seam without a stand-in: kernelskill.query over a real store (DuckDB, Chroma, the bundled
+    MiniLM), built from the small test skill set so that the test stays fast."""
     pytest.importorskip("kernelskill.retrieval.api")
     from kernelskill.config import load_settings
     from kernelskill.errors import KernelskillError
+    from kernelskill.kb.store import open_store
     from kernelskill.pipeline.loop import KBRetriever
     from tests.test_loop_helpers import fenced, kernel, planner_answer, review
 
     monkeypatch.setenv("KERNELSKILL_HOME", str(tmp_path / "home"))
     settings = load_settings(home=tmp_path / "home")
-    probe = tmp_path / "probe.py"
-    probe.write_text(kernel("speedup=1.0"))
     try:
-        KBRetriever(settings).query(probe, task=task_file, profile=None)
+        open_store(settings, bundled=Path(__file__).parent / "data" / "skills_small").close()
     except KernelskillError as exc:  # the KB room is still being written: not this test's subject
-        pytest.skip(f"the bundled KB does not load yet: {str(exc)[:200]}")
+        pytest.skip(f"the test KB does not load: {str(exc)[:200]}")
     script = {"r00.generate.1": [fenced(kernel("speedup=1.20", "seed"))],
-              "r01.plan.1": [planner_answer("not_a_method")], "r01.plan.2": [planner_answer(1)],
+              "r01.plan.1": [planner_answer("not_a_method")], "r01.plan.2": [planner_answer(0)],
               "r01.optimize.1": [fenced(kernel("speedup=1.60", "opt"))], "r01.review.1": [review(True)]}
     options = LoopOptions(rounds=1)
     run = RunStore(tmp_path / "runs").create(task_file, {"model": "test-model", "options": options.model_dump()})
@@ -263,7 +263,8 @@ def test_loop_with_the_real_query(tmp_path: Path, task_file: Path, monkeypatch) 
     assert "error" not in query, query.get("error")
     permitted = [m["id"] for m in query["result"]["permitted"]]
     plan = run.log.find("r01.plan", "plan")["data"]
-    assert plan["asks"] == 2 and plan["method"] == plan["offered"][1] and plan["offered"] == permitted
+    assert permitted and plan["offered"] == permitted
+    assert plan["asks"] == 2 and plan["method"] == permitted[0] and not plan["fallback"]
     assert result.best["speedup"] == pytest.approx(1.60)
 
 
