@@ -541,6 +541,41 @@ def test_histogram_by_global_atomics_privatizes() -> None:
     assert bottleneck == "atomic_contention" and _methods(case_id)[0] == "atomic_privatization"
 
 
+def test_register_only_reduction_with_a_starved_grid_is_underfilled_not_contended() -> None:
+    """One thread per row of a short batch (16 blocks, 12 % occupancy, no shared stage) looks like a
+    global-atomics reduction in its features; the occupancy says the grid is starved (held-out set)."""
+    starved = {**PROFILE_IDLE, "achieved_occupancy_pct": 12, "stall_long_scoreboard_ratio": 0.9,
+               "dram_throughput_pct": 2, "l2_throughput_pct": 4, "l1_throughput_pct": 55, "sm_throughput_pct": 2}
+    bottleneck, case_id = decide(_env(dict(kernel_structure_id=3, streaming_no_reuse=True), **starved))
+    assert bottleneck == "underfilled_grid" and _methods(case_id)[0] == "block_reduction"
+    # without a profile the first move must suit both readings (atomics or a serial per-thread walk)
+    static = decide(_env(dict(kernel_structure_id=3, streaming_no_reuse=True), has_profile=False))[1]
+    assert _methods(static)[0] == "warp_shuffle_reduction"
+
+
+def test_mio_bound_tiled_gemm_blocks_registers_before_padding() -> None:
+    tiled = dict(is_gemm_kloop=True, has_k_loop=True, tc_eligible=True, has_reuse=True,
+                 has_shared_memory_tile=True, kernel_structure_id=1)
+    mio = {**PROFILE_IDLE, "l1_throughput_pct": 91, "sm_throughput_pct": 78, "l2_throughput_pct": 23,
+           "dram_throughput_pct": 4, "stall_short_scoreboard_ratio": 0.36, "stall_long_scoreboard_ratio": 0.07}
+    assert decide(_env(tiled, **mio)) == ("smem_bank_conflicts", "sb_contraction")
+    assert _methods("sb_contraction")[0] == "register_blocking"
+
+
+def test_l1_bound_attention_goes_flash_style() -> None:
+    attention = dict(is_gemm_kloop=True, has_k_loop=True, tc_eligible=True, uses_transcendentals=True,
+                     has_shared_memory_tile=True, kernel_structure_id=1)
+    l1 = {**PROFILE_IDLE, "l1_throughput_pct": 94, "l2_throughput_pct": 30, "sm_throughput_pct": 45}
+    assert decide(_env(attention, **l1)) == ("uncoalesced_access", "ua_attention")
+    assert _methods("ua_attention")[0] == "flash_attention_tiling"
+
+
+def test_scalar_stream_at_tier_l_widens_before_cutting_bytes() -> None:
+    env = _env(RELU, **{**PROFILE_IDLE, "dram_throughput_pct": 84, "l2_throughput_pct": 80})
+    assert decide(env) == ("memory_bandwidth", "mb_l_stream_scalar")
+    assert _methods("mb_l_stream_scalar")[0] == "vectorized_access_16b"
+
+
 def test_multi_kernel_gemm_forward_fuses_the_epilogue() -> None:
     env = _env(dict(kernel_structure_id=4, tc_eligible=True, has_k_loop=True, is_gemm_kloop=True,
                     cudagraph_eligible=True), launches_per_forward=3, has_profile=False)
