@@ -77,16 +77,31 @@ def _example_paths(kb: Any, m: Method) -> list[str]:
     return [str(root / rel) for rel in (m.example.task, m.example.before, m.example.after)]
 
 
+WIDE = 256  # unfiltered neighbours read first; a KB up to this many docs is searched exhaustively
+
+
+def _search(kb: Any, text: str, wanted: list[str], k: int) -> list[Any]:
+    """The nearest docs of each wanted method. One unfiltered search of the ``WIDE`` nearest docs serves
+    most methods (a method's nearest docs among all docs are its nearest docs, so this is the same answer
+    as the filtered search for every method it finds); methods it does not reach get the filtered
+    ``search_docs`` (Chroma ``where`` on the method), which costs far more on a large KB."""
+    try:
+        wide = kb.search_docs(text, k=WIDE, methods=None)
+        found = [h for h in wide if h.method in wanted]
+        seen = {h.method for h in found}
+        missing = [m for m in wanted if m not in seen]
+        if missing and len(wide) >= WIDE:  # the KB is larger than one wide search: ask for the rest
+            found += kb.search_docs(text, k=min(max(k * len(missing), 4), 64), methods=missing)
+        return found
+    except Exception as exc:  # noqa: BLE001 - ranking is advisory: the rules already decided
+        log.warning("vector search failed (%s); keeping the case order", exc)
+        return []
+
+
 def rank_methods(kb: Any, methods: list[Method], text: str, *, case_id: str | None, k: int = 3,
                  static_only: bool = False) -> list[PermittedMethod]:
     """Search docs of the permitted methods only, attach up to ``k`` per method, and order."""
-    hits: list[Any] = []
-    if methods and text:
-        try:
-            hits = kb.search_docs(text, k=min(max(k * len(methods), 8), 64), methods=[m.id for m in methods])
-        except Exception as exc:  # noqa: BLE001 - ranking is advisory: the rules already decided
-            log.warning("vector search failed (%s); keeping the case order", exc)
-            hits = []
+    hits = _search(kb, text, [m.id for m in methods], k) if methods and text else []
     by_method: dict[str, list[Any]] = {}
     for h in hits:
         by_method.setdefault(h.method, []).append(h)

@@ -229,3 +229,24 @@ def test_cli_bad_input_one_line_error(home: Path, tmp_path: Path, setup, fragmen
     err = result.stderr.strip()
     assert err.startswith("error: ") and fragment in err and "\n" not in err, err
     assert "Traceback" not in result.stdout + result.stderr
+
+
+@pytest.mark.parametrize("wide", [256, 4])
+def test_ranking_equals_filtered_search(settings, monkeypatch: pytest.MonkeyPatch, wide: int) -> None:
+    """The wide-then-filtered search gives every permitted method the same nearest docs as a search
+    filtered to that method alone (exhaustive here, and with a tiny wide window that forces the
+    filtered second search)."""
+    from kernelskill.kb.store import open_store
+    from kernelskill.retrieval import api, ranking
+
+    monkeypatch.setattr(ranking, "WIDE", wide)
+    api.clear_caches()
+    r = _q(settings, "row_softmax")
+    store = open_store(settings, read_only=True)
+    for p in r.permitted:
+        alone = store.search_docs(r.query_text, k=3, methods=[p.id])
+        if wide == 4 and not p.docs:
+            continue
+        assert [d.id for d in p.docs] == [h.id for h in alone][: len(p.docs)], p.id
+        assert p.docs, p.id
+    api.clear_caches()
