@@ -204,8 +204,9 @@ class NumpyBert:
         return (pooled / np.clip(norm, 1e-12, None)).astype(np.float32)
 
     def _blas_one_thread(self) -> Any:
-        """Small products run best on one BLAS thread: spinning helper threads cost far more than they
-        save, worst of all on a busy 2-core machine (measured: p50 14-23 ms vs 27-160 ms per query)."""
+        """One BLAS thread: on this 2-core machine, shared with other work, a second OpenBLAS thread spins
+        more than it helps (measured: a query p50 14-23 ms vs 27-160 ms; the 45 bundled docs 8-10 s CPU
+        and 21-41 s wall vs 24-32 s CPU and 34-105 s wall)."""
         if self._tp is None:
             try:
                 from threadpoolctl import ThreadpoolController
@@ -218,10 +219,8 @@ class NumpyBert:
         return self._tp.limit(limits=1, user_api="blas")
 
     def encode(self, texts: list[str], batch_size: int = 32) -> Any:
-        if len(texts) <= 4:
-            with self._blas_one_thread():
-                return self._encode(texts, batch_size)
-        return self._encode(texts, batch_size)
+        with self._blas_one_thread():
+            return self._encode(texts, batch_size)
 
     def _encode(self, texts: list[str], batch_size: int) -> Any:
         np = self._np
