@@ -11,8 +11,8 @@ Columns:
   few docs changed costs): lint + DuckDB + Chroma;
 - ``noop s``: a second ingest of unchanged content (must write nothing);
 - ``search p50/p95 ms``: ``store.search_docs`` warm in process (query text not cached: each query is
-  encoded, here by the already loaded torch model, then Chroma + the DuckDB lookup);
-  ``numpy-query p50``: the same with the torch-free numpy encoder a cold CLI uses; ``filtered p50``:
+  encoded by the numpy encoder, then Chroma + the DuckDB lookup); ``numpy-query p50``: the same
+  through a second, read-only store handle with an explicitly numpy embedder; ``filtered p50``:
   with a method + bottleneck ``where`` (query texts cached); ``cases_for p50`` (SQL filtering).
 Goals on the 2-core CI machine: ingest >= 500 docs/s, search p50 <= 20 ms at 10k docs.
 """

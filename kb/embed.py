@@ -372,8 +372,6 @@ class Embedder:
     def _pick(self, n: int) -> str:
         if self.mode != "auto" or self.backend_name != "numpy":
             return self.backend_name
-        if (self.model_key, "torch", self.device) in Embedder._backends:
-            return "torch"  # already paid for in this process, and faster at every size
         if n >= BULK_THRESHOLD:
             import importlib.util
 
