@@ -91,6 +91,9 @@ class _CachedReads:
         key = ("methods", self._content, tuple(ids) if ids is not None else None)
         return _READS.get_or(key, lambda: self._store.methods(ids))
 
+    def counts(self) -> dict[str, int]:
+        return _READS.get_or(("counts", self._content), self._store.counts)
+
     def example_root(self, method_id: str) -> Any:
         return _READS.get_or(("example_root", self._content, method_id),
                              lambda: self._store.example_root(method_id))

@@ -231,15 +231,17 @@ def test_cli_bad_input_one_line_error(home: Path, tmp_path: Path, setup, fragmen
     assert "Traceback" not in result.stdout + result.stderr
 
 
-@pytest.mark.parametrize("wide", [256, 4])
-def test_ranking_equals_filtered_search(settings, monkeypatch: pytest.MonkeyPatch, wide: int) -> None:
-    """The wide-then-filtered search gives every permitted method the same nearest docs as a search
-    filtered to that method alone (exhaustive here, and with a tiny wide window that forces the
-    filtered second search)."""
+@pytest.mark.parametrize("wide", [None, 256, 4])
+def test_ranking_equals_filtered_search(settings, monkeypatch: pytest.MonkeyPatch, wide: int | None) -> None:
+    """Each permitted method gets the same nearest docs as a search filtered to that method alone: with
+    the filtered search (small KB), and with the wide-then-filtered strategy of large KBs (forced here;
+    exhaustive with 256, and with a tiny wide window that needs the filtered second search)."""
     from kernelskill.kb.store import open_store
     from kernelskill.retrieval import api, ranking
 
-    monkeypatch.setattr(ranking, "WIDE", wide)
+    if wide is not None:
+        monkeypatch.setattr(ranking, "WIDE", wide)
+        monkeypatch.setattr(ranking, "WIDE_FROM_DOCS", 0)
     api.clear_caches()
     r = _q(settings, "row_softmax")
     store = open_store(settings, read_only=True)
