@@ -37,8 +37,10 @@ METRICS: tuple[str, ...] = (
     "smsp__warp_issue_stalled_not_selected_per_warp_active.ratio",
     "smsp__sass_branch_targets_threads_divergent.avg",
     "smsp__sass_branch_targets_threads_uniform.avg",
-    "smsp__thread_inst_executed_pred_on_per_inst_executed.max_rate",
-    "smsp__warps_eligible.avg",
+    # .max_rate reads the metric's peak (32) and .avg sums over cycles (seen on the H200 with
+    # ncu 2025.3.1): ask for the per-instruction ratio and the per-cycle average instead
+    "smsp__thread_inst_executed_pred_on_per_inst_executed.ratio",
+    "smsp__warps_eligible.avg.per_cycle_active",
 )
 
 PERMISSION_HELP = (
