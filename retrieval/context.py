@@ -117,3 +117,31 @@ def settings_context(settings: Any) -> dict[str, Any]:
     if policy is not None:
         out["library_calls_allowed"] = policy != "forbid"
     return out
+
+
+def dominant_kernel_share(profile: Any) -> tuple[float | None, str]:
+    """The dominant kernel's share of the forward's kernel time in percent (a parsed ``Profile``), with
+    the evidence; ``None`` when the profile has no durations."""
+    kernels = list(getattr(profile, "kernels", []) or [])
+    total = sum(k.total_duration_ns or 0.0 for k in kernels)
+    if not kernels or total <= 0:
+        return None, "the profile has no kernel durations"
+    dom = profile.dominant()
+    share = round(100.0 * (dom.total_duration_ns or 0.0) / total, 2)
+    return share, (f"{dom.base_name}: {dom.total_duration_ns or 0.0:.0f} ns of {total:.0f} ns over "
+                   f"{len(kernels)} kernel(s)")
+
+
+def query_context(source: str | None, task: str | Path | None = None, profile: Any = None) -> Any:
+    """The op-family hints of a query (:mod:`.op_hints`: task first, then source) plus the profile's
+    ``dominant_kernel_share_pct``, as an :class:`~.op_hints.OpHints` (``fields`` for the context,
+    ``trace_steps()`` for the QueryResult trace)."""
+    from .op_hints import op_hints
+
+    hints = op_hints(source, task)
+    if profile is not None:
+        share, why = dominant_kernel_share(profile)
+        if share is not None:
+            hints.fields["dominant_kernel_share_pct"] = share
+            hints.evidence["dominant_kernel_share_pct"] = why
+    return hints

@@ -2,8 +2,11 @@
 methods, and the fusion of the case order with similarity.
 
 With a profile the case order decides (rules first; similarity only attaches guidance and examples).
-Static-only, the order is a reciprocal-rank fusion of the case order and the similarity order, ties
-broken by the case order, so the answer stays deterministic.
+Static-only, the order is a weighted reciprocal-rank fusion of the case order (weight ``CASE_WEIGHT``)
+and the similarity order (weight 1), ties broken by the case order, so the answer stays deterministic.
+With ``RRF_K`` = 60 the fused score is close to linear in the ranks (about ``2 * case_rank +
+similarity_rank``), so a method moves up one place only when it is at least three similarity ranks
+ahead of its neighbour, two places only with five or more: the curated order stays in charge.
 """
 
 from __future__ import annotations
@@ -20,6 +23,7 @@ from .result import DocRef, PermittedMethod
 log = logging.getLogger(__name__)
 
 RRF_K = 60
+CASE_WEIGHT = 2.0  # the case order counts twice as much as similarity in the static-only fusion
 STRUCTURES = {0: "streaming elementwise", 1: "tiled / data reuse", 2: "irregular gather-scatter",
               3: "reduction or scan", 4: "multi-kernel forward"}
 _FEATURE_WORDS = {
@@ -114,6 +118,11 @@ def _search(kb: Any, text: str, wanted: list[str], k: int) -> list[Any]:
         return []
 
 
+def fused_score(case_rank: int, similarity_rank: int) -> float:
+    """Weighted reciprocal-rank fusion of a method's case rank and similarity rank (1 = best)."""
+    return CASE_WEIGHT / (RRF_K + case_rank) + 1.0 / (RRF_K + similarity_rank)
+
+
 def rank_methods(kb: Any, methods: list[Method], text: str, *, case_id: str | None, k: int = 3,
                  static_only: bool = False) -> list[PermittedMethod]:
     """Search docs of the permitted methods only, attach up to ``k`` per method, and order."""
@@ -133,7 +142,7 @@ def rank_methods(kb: Any, methods: list[Method], text: str, *, case_id: str | No
     if static_only and any(p.similarity is not None for p in out):
         by_sim = sorted(out, key=lambda p: (-(p.similarity if p.similarity is not None else -1e9), p.case_rank))
         vec_rank = {p.id: i for i, p in enumerate(by_sim, start=1)}
-        out.sort(key=lambda p: (-(1 / (RRF_K + p.case_rank) + 1 / (RRF_K + vec_rank[p.id])), p.case_rank))
+        out.sort(key=lambda p: (-fused_score(p.case_rank, vec_rank[p.id]), p.case_rank))
         for i, p in enumerate(out, start=1):
             p.rank = i
     return out

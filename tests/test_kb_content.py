@@ -44,7 +44,12 @@ REFERENCE_PROFILE_FIELDS = {
     "warps_eligible_cnt",
 }
 CONTEXT_FIELDS = {"launches_per_forward", "task_dtype", "tolerance_atol", "tolerance_rtol",
-                  "vendor_kernel_dominant", "has_profile", "arch_sm", "library_calls_allowed"}
+                  "vendor_kernel_dominant", "has_profile", "arch_sm", "library_calls_allowed",
+                  # op-family hints (retrieval/op_hints.py) and the profile's dominant-kernel share
+                  "op_family", "op_is_gemv", "op_is_pool_nonoverlap", "op_softmax_online", "op_is_serial_scan",
+                  "uses_global_atomics", "dominant_kernel_share_pct", "single_custom_launch"}
+OP_FAMILIES = ["attention", "softmax", "norm", "rms_norm", "gemm", "gemv", "conv", "pool", "scan", "scatter",
+               "gather", "reduction"]
 
 
 @cache
@@ -277,6 +282,12 @@ DOMAINS: dict[str, list[Any]] = {
     "arch_sm": [80, 86, 90, None],
     "library_calls_allowed": [True, False, None],
     "kernel_structure_id": [0, 1, 2, 3, 4],
+    "op_family": [*OP_FAMILIES, None],  # None: no hint (no task, no source rule matched)
+    "op_softmax_online": [True, False, None],
+    "op_is_serial_scan": [True, False, None],
+    "uses_global_atomics": [True, False, None],
+    "dominant_kernel_share_pct": [40, 75, 95, None],
+    "single_custom_launch": [True, False, None],
     **{name: [True, False] for name in FEATURE_NAMES if name != "kernel_structure_id"},
 }
 PROFILE_KEYS = REFERENCE_PROFILE_FIELDS | {"vendor_kernel_dominant"}
@@ -311,9 +322,17 @@ def realistic(raw: dict[str, Any]) -> dict[str, Any]:
         e["launches_per_forward"] = 1
     elif e["launches_per_forward"] < 2:
         e["launches_per_forward"] = 2
+    family = e.get("op_family")  # the op hints are derived from the family (retrieval/op_hints.py)
+    e["op_is_gemv"] = None if family is None else family == "gemv"
+    e["op_is_pool_nonoverlap"] = None if family is None else family == "pool"
+    if family != "softmax" and e.get("op_softmax_online") is not None:
+        e["op_softmax_online"] = False
     if not e["has_profile"]:
         for key in PROFILE_KEYS:
             e.pop(key, None)
+        e.pop("dominant_kernel_share_pct", None)
+    elif not multi and e.get("dominant_kernel_share_pct") is not None:
+        e["dominant_kernel_share_pct"] = 100
     return {k: v for k, v in e.items() if v is not None}
 
 

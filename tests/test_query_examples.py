@@ -25,11 +25,11 @@ GOLDEN = {
     "naive_gemm": {"tier": "M", "bottleneck": "uncoalesced_access", "case": "ua_naive_gemm",
                    "first": ["shared_memory_tiling", "register_blocking"]},
     "relu_vec4": {"tier": "L", "bottleneck": "memory_bandwidth", "case": "mb_l_single_stream",
-                  "first": ["algebraic_simplification"]},
-    "row_softmax": {"tier": "L", "bottleneck": "memory_bandwidth", "case": "mb_reduction_multipass",
+                  "first": ["more_work_per_thread", "memory_level_parallelism"]},
+    "row_softmax": {"tier": "L", "bottleneck": "memory_bandwidth", "case": "mb_softmax_multipass",
                     "first": ["online_softmax"]},
     "row_sum_divergent": {"tier": "L", "bottleneck": "memory_bandwidth", "case": "mb_l_reduction",
-                          "first": ["algebraic_simplification"]},
+                          "first": ["vectorized_access_16b"]},
     "linear_gelu_residual": {"tier": "L", "bottleneck": "library_dominated", "case": "lib_gemm_epilogue",
                              "first": ["epilogue_fusion", "kernel_fusion"]},
 }
@@ -49,15 +49,24 @@ def settings(home: Path):
     return load_settings(home=home)
 
 
-def _q(settings, name: str, *, profile: bool = True, **kw):
+def _q(settings, name: str, *, profile: bool = True, hints: bool = False, **kw):
+    """Query an example; ``hints=True`` adds the op-family context of the task and source and the
+    profile's dominant-kernel share (retrieval/context.py ``query_context``) through ``context=``."""
     e = MANIFEST[name]
-    return query(EX / e["kernel"], task=EX / e["task"], profile=EX / e["profile"] if profile else None,
-                 settings=settings, **kw)
+    prof = EX / e["profile"] if profile else None
+    if hints:
+        from kernelskill.retrieval.context import query_context
+        from kernelskill.retrieval.profile import load_profile
+
+        found = query_context((EX / e["kernel"]).read_text(), EX / e["task"],
+                              load_profile(prof) if prof is not None else None)
+        kw["context"] = {**found.fields, **kw.get("context", {})}
+    return query(EX / e["kernel"], task=EX / e["task"], profile=prof, settings=settings, **kw)
 
 
 @pytest.mark.parametrize("name", sorted(GOLDEN))
 def test_golden(settings, name: str) -> None:
-    r = _q(settings, name)
+    r = _q(settings, name, hints=True)
     g = GOLDEN[name]
     assert not r.static_only
     assert (r.tier.name, r.bottleneck.id, r.case.id) == (g["tier"], g["bottleneck"], g["case"]), \

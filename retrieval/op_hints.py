@@ -1,0 +1,382 @@
+"""Op-family hints: what the kernel computes, as context fields with the evidence that decided them.
+
+Two deterministic sources (rules as data in ``op_hints.yaml``):
+
+- the TASK, when given: ``Model.forward`` (and the modules its ``__init__`` builds) parsed with
+  :mod:`ast`, never imported; e.g. ``torch.softmax`` -> ``op_family = "softmax"``, a ``matmul`` with a
+  vector operand in ``get_inputs`` -> ``"gemv"``, ``nn.MaxPool2d(2, 2)`` -> a non-overlapping pool;
+- the kernel SOURCE otherwise (and always for facts a task cannot show, such as global atomics): regex
+  rules over the bodies of ``__global__`` functions with comments removed.
+
+A family no rule recognises stays *missing*, so the decision data behaves as it does without hints.
+"""
+
+from __future__ import annotations
+
+import ast
+import functools
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from kernelskill.errors import KernelskillError
+
+from .result import TraceStep
+
+RULES_PATH = Path(__file__).with_name("op_hints.yaml")
+FAMILIES = ("attention", "softmax", "norm", "rms_norm", "gemm", "gemv", "conv", "pool", "scan", "scatter",
+            "gather", "reduction")
+FIELDS = ("op_family", "op_is_gemv", "op_is_pool_nonoverlap", "op_softmax_online", "op_is_serial_scan",
+          "uses_global_atomics", "single_custom_launch")
+
+
+@dataclass
+class OpHints:
+    """Context fields and, per field, the evidence (a source line or a task call) that decided it."""
+
+    fields: dict[str, Any] = field(default_factory=dict)
+    evidence: dict[str, str] = field(default_factory=dict)
+
+    def merge(self, other: OpHints) -> OpHints:
+        """``other`` wins field by field (the task's view of the op beats the source's guess)."""
+        return OpHints(fields={**self.fields, **other.fields}, evidence={**self.evidence, **other.evidence})
+
+    def trace_steps(self) -> list[TraceStep]:
+        return [TraceStep(kind="note", id=name, value=value, note=self.evidence.get(name, ""))
+                for name, value in self.fields.items()]
+
+
+@dataclass(frozen=True)
+class _Rules:
+    patterns: dict[str, re.Pattern[str]]
+    families: list[dict[str, Any]]
+    flags: dict[str, list[str]]
+    task_families: list[dict[str, Any]]
+
+
+@functools.cache
+def load_rules(path: Path = RULES_PATH) -> _Rules:
+    try:
+        data = yaml.safe_load(path.read_text())
+    except (OSError, yaml.YAMLError) as exc:
+        raise KernelskillError(f"{path}: cannot read the op-hint rules: {exc}") from exc
+    patterns: dict[str, re.Pattern[str]] = {}
+    for name, rx in (data.get("patterns") or {}).items():
+        try:
+            patterns[name] = re.compile(rx, re.MULTILINE)
+        except re.error as exc:
+            raise KernelskillError(f"{path}: pattern {name!r} is not a valid regex: {exc}") from exc
+    for rule in data.get("families") or []:
+        for name in [*rule.get("all", []), *rule.get("none", []), rule.get("evidence", "")]:
+            if name and name not in patterns:
+                raise KernelskillError(f"{path}: family rule {rule.get('id')!r} names unknown pattern {name!r}")
+        if rule.get("family") not in FAMILIES:
+            raise KernelskillError(f"{path}: family rule {rule.get('id')!r}: family must be one of {FAMILIES}")
+    flags = {k: list(v) for k, v in (data.get("flags") or {}).items()}
+    for flag, names in flags.items():
+        if flag not in FIELDS or any(n not in patterns for n in names):
+            raise KernelskillError(f"{path}: flag {flag!r} is not a hint field or names an unknown pattern")
+    for group in data.get("task_families") or []:
+        if group.get("family") not in FAMILIES:
+            raise KernelskillError(f"{path}: task family {group.get('family')!r} must be one of {FAMILIES}")
+    return _Rules(patterns=patterns, families=list(data.get("families") or []), flags=flags,
+                  task_families=list(data.get("task_families") or []))
+
+
+# ------------------------------------------------------------------------------------------ source
+
+
+_COMMENT = re.compile(r"//[^\n]*|/\*[\s\S]*?\*/")
+_GLOBAL = re.compile(r"__global__\s[^{;]*?\b(\w+)\s*\([^{;]*\)\s*\{")
+
+
+@dataclass(frozen=True)
+class _Body:
+    kernel: str
+    text: str
+    line0: int  # line number of the body's first character in the kernel file
+
+
+def _strip_comments(source: str) -> str:
+    """Comments replaced by spaces of the same length (newlines kept), so line numbers stay right."""
+    return _COMMENT.sub(lambda m: re.sub(r"[^\n]", " ", m.group(0)), source)
+
+
+def kernel_bodies(source: str) -> list[_Body]:
+    """The brace-matched bodies of every ``__global__`` function in ``source``."""
+    text = _strip_comments(source)
+    out: list[_Body] = []
+    for m in _GLOBAL.finditer(text):
+        depth, i = 1, m.end()
+        while i < len(text) and depth:
+            depth += {"{": 1, "}": -1}.get(text[i], 0)
+            i += 1
+        out.append(_Body(kernel=m.group(1), text=text[m.end():i - 1],
+                         line0=text.count("\n", 0, m.end()) + 1))
+    return out
+
+
+def _find(rx: re.Pattern[str], bodies: list[_Body]) -> tuple[_Body, re.Match[str]] | None:
+    for b in bodies:
+        m = rx.search(b.text)
+        if m is not None:
+            return b, m
+    return None
+
+
+def _where(hit: tuple[_Body, re.Match[str]], rule: str) -> str:
+    body, m = hit
+    line = body.line0 + body.text.count("\n", 0, m.start())
+    start = body.text.rfind("\n", 0, m.start()) + 1
+    end = body.text.find("\n", m.end())
+    snippet = " ".join(body.text[start:end if end >= 0 else None].split())[:120]
+    return f"line {line} ({body.kernel}): {snippet} [{rule}]"
+
+
+def from_source(source: str, rules: _Rules | None = None) -> OpHints:
+    """Hints from the CUDA kernels in ``source`` (no kernel body: no hints)."""
+    rules = rules or load_rules()
+    bodies = kernel_bodies(source)
+    hints = OpHints()
+    if not bodies:
+        return hints
+    pats = rules.patterns
+    for rule in rules.families:
+        hits = [_find(pats[n], bodies) for n in rule.get("all", [])]
+        if not all(hits) or any(_find(pats[n], bodies) for n in rule.get("none", [])):
+            continue
+        ev_name = rule.get("evidence") or rule["all"][-1]
+        ev = _find(pats[ev_name], bodies)
+        hints.fields["op_family"] = rule["family"]
+        hints.evidence["op_family"] = _where(ev, rule["id"]) if ev else rule["id"]
+        break
+    family = hints.fields.get("op_family")
+    hints.fields["op_is_gemv"] = family == "gemv"
+    hints.fields["op_is_pool_nonoverlap"] = family == "pool"
+    for name in ("op_is_gemv", "op_is_pool_nonoverlap"):
+        hints.evidence[name] = (f"op_family {family}: {hints.evidence['op_family']}" if hints.fields[name]
+                                else "no source rule matched")
+    for flag, names in rules.flags.items():
+        hit = next((h for h in (_find(pats[n], bodies) for n in names) if h), None)
+        hints.fields[flag] = hit is not None
+        hints.evidence[flag] = _where(hit, "+".join(names)) if hit else f"no {' / '.join(names)} in the kernels"
+    hints.fields["uses_global_atomics"], hints.evidence["uses_global_atomics"] = _global_atomics(bodies, source,
+                                                                                                 rules)
+    hints.fields["single_custom_launch"], hints.evidence["single_custom_launch"] = _single_launch(source, rules)
+    return hints
+
+
+def _single_launch(source: str, rules: _Rules) -> tuple[bool, str]:
+    """Exactly one custom kernel launch and no library compute call: any other launch of the forward
+    (a clone, a fill, a copy) is data movement around that kernel."""
+    text = _strip_comments(source)
+    launches = [m.group(1) for m in rules.patterns["kernel_launch"].finditer(text)]
+    library = rules.patterns["library_call"].search(text)
+    if library is not None:
+        line = text.count("\n", 0, library.start()) + 1
+        return False, f"line {line}: library call {library.group(0).strip()}"
+    return len(launches) == 1, (f"{len(launches)} custom launch(es): {', '.join(launches[:4])}" if launches
+                                else "no <<< launch in the source")
+
+
+def _global_atomics(bodies: list[_Body], source: str, rules: _Rules) -> tuple[bool, str]:
+    """An atomic whose target is not a ``__shared__`` array (nor a pointer into one) goes to global memory."""
+    text = _strip_comments(source)
+    shared = {m.group(1) for rx in ("shared_decl", "extern_shared_decl")
+              for m in rules.patterns[rx].finditer(text)}
+    found_shared: tuple[_Body, re.Match[str]] | None = None
+    for b in bodies:
+        for m in rules.patterns["atomic_call"].finditer(b.text):
+            if m.group(1) in shared:
+                found_shared = found_shared or (b, m)
+                continue
+            return True, _where((b, m), "atomic_call")
+    if found_shared is not None:
+        return False, "atomics only on shared memory: " + _where(found_shared, "atomic_call")
+    return False, "no atomic calls in the kernels"
+
+
+# ------------------------------------------------------------------------------------------ task
+
+
+def _dotted(node: ast.AST) -> str | None:
+    parts: list[str] = []
+    while isinstance(node, ast.Attribute):
+        parts.append(node.attr)
+        node = node.value
+    if isinstance(node, ast.Name):
+        parts.append(node.id)
+        return ".".join(reversed(parts))
+    return None
+
+
+def _constants(tree: ast.Module) -> dict[str, int]:
+    """Module-level integer constants (``M = 4096``, ``K, N = 1, 8``) for reading input shapes."""
+    out: dict[str, int] = {}
+    for node in tree.body:
+        if not isinstance(node, ast.Assign):
+            continue
+        for t in node.targets:
+            pairs: list[tuple[ast.AST, ast.AST]] = []
+            if isinstance(t, ast.Name):
+                pairs = [(t, node.value)]
+            elif isinstance(t, ast.Tuple) and isinstance(node.value, ast.Tuple):
+                pairs = list(zip(t.elts, node.value.elts, strict=False))
+            for name, val in pairs:
+                try:
+                    v = ast.literal_eval(val)
+                except (ValueError, SyntaxError, TypeError):
+                    continue
+                if isinstance(name, ast.Name) and isinstance(v, int) and not isinstance(v, bool):
+                    out[name.id] = v
+    return out
+
+
+def _input_shapes(tree: ast.Module, consts: dict[str, int]) -> list[tuple[list[int | None], int]]:
+    """The shapes of the tensors ``get_inputs`` creates (``None`` for a dim it cannot resolve)."""
+    shapes: list[tuple[list[int | None], int]] = []
+    for node in tree.body:
+        if not (isinstance(node, ast.FunctionDef) and node.name == "get_inputs"):
+            continue
+        for call in ast.walk(node):
+            if not isinstance(call, ast.Call):
+                continue
+            name = (_dotted(call.func) or "").split(".")[-1]
+            if name not in {"rand", "randn", "ones", "zeros", "empty", "randint", "full"}:
+                continue
+            args = call.args[2:3] if name == "randint" and len(call.args) >= 3 else call.args
+            if name == "full":
+                args = call.args[:1]
+            if len(args) == 1 and isinstance(args[0], (ast.Tuple, ast.List)):
+                args = list(args[0].elts)
+            dims: list[int | None] = []
+            for a in args:
+                if isinstance(a, ast.Constant) and isinstance(a.value, int):
+                    dims.append(a.value)
+                elif isinstance(a, ast.Name):
+                    dims.append(consts.get(a.id))
+                else:
+                    dims.append(None)
+            shapes.append((dims, call.lineno))
+    return shapes
+
+
+def _calls(tree: ast.Module) -> list[tuple[str, ast.Call]]:
+    """Lower-case last name of every call in ``Model.forward``, plus the modules its ``__init__`` builds
+    when forward calls them (``self.pool(x)`` -> ``maxpool2d``)."""
+    out: list[tuple[str, ast.Call]] = []
+    for cls in tree.body:
+        if not (isinstance(cls, ast.ClassDef) and cls.name == "Model"):
+            continue
+        modules: dict[str, ast.Call] = {}
+        forward: ast.FunctionDef | None = None
+        for fn in cls.body:
+            if isinstance(fn, ast.FunctionDef) and fn.name == "__init__":
+                for sub in ast.walk(fn):
+                    if isinstance(sub, ast.Assign) and isinstance(sub.value, ast.Call):
+                        for t in sub.targets:
+                            if isinstance(t, ast.Attribute):
+                                modules[t.attr] = sub.value
+            elif isinstance(fn, ast.FunctionDef) and fn.name == "forward":
+                forward = fn
+        if forward is None:
+            continue
+        for sub in ast.walk(forward):
+            if isinstance(sub, ast.BinOp) and isinstance(sub.op, ast.MatMult):
+                out.append(("matmult", ast.Call(func=ast.Name(id="matmul"), args=[sub.left, sub.right],
+                                                keywords=[], lineno=sub.lineno, col_offset=sub.col_offset)))
+            if not isinstance(sub, ast.Call):
+                continue
+            name = _dotted(sub.func) or ""
+            short = name.split(".")[-1]
+            if name.startswith("self.") and short in modules:
+                built = modules[short]
+                out.append(((_dotted(built.func) or "").split(".")[-1].lower(), built))
+            elif short:
+                out.append((short.lower(), sub))
+    return sorted(out, key=lambda c: (c[1].lineno, c[1].col_offset))
+
+
+def _arg(call: ast.Call, pos: int, kw: str) -> ast.AST | None:
+    for k in call.keywords:
+        if k.arg == kw:
+            return k.value
+    return call.args[pos] if len(call.args) > pos else None
+
+
+def _pool_nonoverlap(call: ast.Call, functional: bool) -> bool | None:
+    """Window == stride (or stride left at its default, the window) -> non-overlapping."""
+    off = 1 if functional else 0  # F.max_pool2d(x, kernel_size, stride) vs nn.MaxPool2d(kernel_size, stride)
+    ks, st = _arg(call, off, "kernel_size"), _arg(call, off + 1, "stride")
+    if ks is None:
+        return None
+    if st is None or (isinstance(st, ast.Constant) and st.value is None):
+        return True
+    return ast.dump(ks) == ast.dump(st)
+
+
+def from_task(path: str | Path, rules: _Rules | None = None) -> OpHints:
+    """Hints from a KernelBench task's ``Model.forward`` (read with :mod:`ast`, never imported)."""
+    rules = rules or load_rules()
+    p = Path(path)
+    try:
+        source = p.read_text()
+        tree = ast.parse(source, filename=str(p))
+    except OSError as exc:
+        raise KernelskillError(f"{p}: cannot read the task: {exc}") from exc
+    except SyntaxError as exc:
+        raise KernelskillError(f"{p}:{exc.lineno}: the task is not valid Python: {exc.msg}") from exc
+    calls = _calls(tree)
+    names = {n for n, _ in calls}
+    hints = OpHints()
+    for group in rules.task_families:
+        wanted = [str(c).lower() for c in group.get("calls", [])]
+        also = {str(c).lower() for c in group.get("with", [])}
+        if also and not (also | {"matmult"} if "matmul" in also else also) & names:
+            continue
+        hit = next(((n, c) for n, c in calls if n in wanted), None)
+        if hit is None:
+            continue
+        name, call = hit
+        family = group["family"]
+        hints.fields["op_family"] = family
+        hints.evidence["op_family"] = f"{p.name}:{call.lineno}: Model.forward calls {name}"
+        if family == "gemm":
+            vec = _vector_operand(tree)
+            if vec is not None:
+                hints.fields["op_family"] = "gemv"
+                hints.evidence["op_family"] += f" with a vector operand ({vec})"
+        if family == "pool":
+            nonoverlap = _pool_nonoverlap(call, functional=name.startswith(("max_pool", "avg_pool")))
+            if nonoverlap is not None:
+                hints.fields["op_is_pool_nonoverlap"] = nonoverlap
+                hints.evidence["op_is_pool_nonoverlap"] = (f"{p.name}:{call.lineno}: {name} window "
+                                                           f"{'==' if nonoverlap else '!='} stride")
+        break
+    family = hints.fields.get("op_family")
+    if family is not None:
+        hints.fields["op_is_gemv"] = family == "gemv"
+        hints.evidence["op_is_gemv"] = hints.evidence["op_family"]
+    if family is not None and "op_is_pool_nonoverlap" not in hints.fields and family != "pool":
+        hints.fields["op_is_pool_nonoverlap"] = False
+        hints.evidence["op_is_pool_nonoverlap"] = hints.evidence["op_family"]
+    return hints
+
+
+def _vector_operand(tree: ast.Module) -> str | None:
+    """A ``get_inputs`` tensor that is a vector (one dimension, or a dimension of 1 in a 2-D shape)."""
+    for dims, line in _input_shapes(tree, _constants(tree)):
+        if len(dims) == 1 or (len(dims) == 2 and 1 in dims):
+            return f"get_inputs line {line}: shape ({', '.join('?' if d is None else str(d) for d in dims)})"
+    return None
+
+
+def op_hints(source: str | None, task: str | Path | None = None) -> OpHints:
+    """The hints of a query: the source's, with the task's op family (when a task is given) on top."""
+    hints = from_source(source) if source else OpHints()
+    if task is not None:
+        hints = hints.merge(from_task(task))
+    return hints
