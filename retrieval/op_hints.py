@@ -129,11 +129,13 @@ def _find(rx: re.Pattern[str], bodies: list[_Body]) -> tuple[_Body, re.Match[str
 
 def _where(hit: tuple[_Body, re.Match[str]], rule: str) -> str:
     body, m = hit
-    line = body.line0 + body.text.count("\n", 0, m.start())
+    first = body.line0 + body.text.count("\n", 0, m.start())
+    last = body.line0 + body.text.count("\n", 0, max(m.start(), m.end() - 1))
     start = body.text.rfind("\n", 0, m.start()) + 1
     end = body.text.find("\n", m.end())
-    snippet = " ".join(body.text[start:end if end >= 0 else None].split())[:120]
-    return f"line {line} ({body.kernel}): {snippet} [{rule}]"
+    snippet = " ".join(body.text[start:end if end >= 0 else None].split())[:160]
+    where = f"line {first}" if last == first else f"lines {first}-{last}"
+    return f"{where} ({body.kernel}): {snippet} [{rule}]"
 
 
 def from_source(source: str, rules: _Rules | None = None) -> OpHints:

@@ -5,8 +5,9 @@ With a profile the case order decides (rules first; similarity only attaches gui
 Static-only, the order is a weighted reciprocal-rank fusion of the case order (weight ``CASE_WEIGHT``)
 and the similarity order (weight 1), ties broken by the case order, so the answer stays deterministic.
 With ``RRF_K`` = 60 the fused score is close to linear in the ranks (about ``2 * case_rank +
-similarity_rank``), so a method moves up one place only when it is at least three similarity ranks
-ahead of its neighbour, two places only with five or more: the curated order stays in charge.
+similarity_rank``), so a method moves up one place only when it is about three similarity ranks ahead
+of its neighbour; and no method rises more than ``MAX_RISE`` (one) place above its case rank (a long
+list with a nearly reversed similarity order could otherwise lift the last method by two or three).
 """
 
 from __future__ import annotations
@@ -24,6 +25,7 @@ log = logging.getLogger(__name__)
 
 RRF_K = 60
 CASE_WEIGHT = 2.0  # the case order counts twice as much as similarity in the static-only fusion
+MAX_RISE = 1  # similarity lifts a method at most this many places above its case rank
 STRUCTURES = {0: "streaming elementwise", 1: "tiled / data reuse", 2: "irregular gather-scatter",
               3: "reduction or scan", 4: "multi-kernel forward"}
 _FEATURE_WORDS = {
@@ -123,6 +125,21 @@ def fused_score(case_rank: int, similarity_rank: int) -> float:
     return CASE_WEIGHT / (RRF_K + case_rank) + 1.0 / (RRF_K + similarity_rank)
 
 
+def fuse_orders(methods: list[PermittedMethod], vec_rank: Mapping[str, int]) -> list[PermittedMethod]:
+    """Static-only order: best fused score first (ties: case order), with no method placed more than
+    ``MAX_RISE`` places above its case rank (at each position, only methods whose case rank is at most
+    ``MAX_RISE`` behind it compete; one always does, since the lowest remaining case rank is <= it)."""
+    left = sorted(methods, key=lambda p: p.case_rank)
+    out: list[PermittedMethod] = []
+    while left:
+        pos = len(out) + 1
+        eligible = [p for p in left if p.case_rank <= pos + MAX_RISE]
+        best = min(eligible, key=lambda p: (-fused_score(p.case_rank, vec_rank[p.id]), p.case_rank))
+        out.append(best)
+        left.remove(best)
+    return out
+
+
 def rank_methods(kb: Any, methods: list[Method], text: str, *, case_id: str | None, k: int = 3,
                  static_only: bool = False) -> list[PermittedMethod]:
     """Search docs of the permitted methods only, attach up to ``k`` per method, and order."""
@@ -142,7 +159,7 @@ def rank_methods(kb: Any, methods: list[Method], text: str, *, case_id: str | No
     if static_only and any(p.similarity is not None for p in out):
         by_sim = sorted(out, key=lambda p: (-(p.similarity if p.similarity is not None else -1e9), p.case_rank))
         vec_rank = {p.id: i for i, p in enumerate(by_sim, start=1)}
-        out.sort(key=lambda p: (-fused_score(p.case_rank, vec_rank[p.id]), p.case_rank))
+        out = fuse_orders(out, vec_rank)
         for i, p in enumerate(out, start=1):
             p.rank = i
     return out

@@ -281,3 +281,25 @@ def test_undefined_predicate_is_unknown_not_a_crash(skills) -> None:
     assert d.case.id == "compute_generic"
     step = next(s for s in d.trace if s.id == "no_such_pred")
     assert step.value is None and "undefined predicate" in step.note
+
+
+def test_static_fusion_keeps_the_case_order_in_charge() -> None:
+    """Static-only ranking (retrieval/ranking.py): the case order weighs twice as much as similarity and
+    no method rises more than one place above its case rank, over every similarity order of a 3-7
+    method list; ties keep the case order, and a strong similarity lead still moves a method up."""
+    from itertools import permutations
+
+    from kernelskill.retrieval.ranking import CASE_WEIGHT, MAX_RISE, fuse_orders, fused_score
+    from kernelskill.retrieval.result import PermittedMethod
+
+    assert (CASE_WEIGHT, MAX_RISE) == (2.0, 1)
+    assert fused_score(1, 3) > fused_score(2, 1)  # two similarity places do not beat one case place
+    moved = 0
+    for n in range(3, 8):
+        methods = [PermittedMethod(id=f"m{c}", name=f"m{c}", rank=c, case_rank=c, source_case="x") for c in range(1, n + 1)]
+        for sim in permutations(range(1, n + 1)):
+            order = fuse_orders(list(methods), {f"m{c}": sim[c - 1] for c in range(1, n + 1)})
+            assert sorted(p.id for p in order) == sorted(p.id for p in methods)
+            assert all(p.case_rank - pos <= MAX_RISE for pos, p in enumerate(order, start=1)), (sim, order)
+            moved += any(p.case_rank != pos for pos, p in enumerate(order, start=1))
+    assert moved  # similarity does reorder some lists

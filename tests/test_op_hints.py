@@ -1,0 +1,210 @@
+"""Op-family hints (retrieval/op_hints.py): from the kernel source (rules in op_hints.yaml) and from the
+task's Model.forward (ast, never imported), with evidence; and their effect on real queries."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from kernelskill.errors import KernelskillError
+from kernelskill.retrieval.context import dominant_kernel_share, query_context
+from kernelskill.retrieval.op_hints import from_source, from_task, kernel_bodies, load_rules, op_hints
+from kernelskill.retrieval.profile import load_profile
+
+ROOT = Path(__file__).resolve().parents[1]
+HELDOUT = ROOT / "tests" / "data" / "heldout"
+EX = ROOT / "examples"
+
+
+def _src(name: str) -> str:
+    return (HELDOUT / "kernels" / f"{name}.py").read_text()
+
+
+@pytest.mark.parametrize(("kernel", "family"), [
+    ("softmax_rowthread", "softmax"), ("softmax_online", "softmax"), ("layernorm_twopass", "norm"),
+    ("rmsnorm", "rms_norm"), ("gemv_rowthread", "gemv"), ("maxpool2d", "pool"), ("cumsum_rowthread", "scan"),
+    ("attention_naive", "attention"),
+    # no rule recognises these: the family stays missing (unknown), never a guess
+    ("naive_gemm_rect", None), ("stencil3x3", None), ("depthwise_conv3x3", None), ("conv2d_direct", None),
+    ("elementwise_float4", None), ("bias_gelu", None), ("argmax_rows", None), ("transpose_naive", None),
+])
+def test_source_family(kernel: str, family: str | None) -> None:
+    h = from_source(_src(kernel))
+    assert h.fields.get("op_family") == family
+    assert h.fields["op_is_gemv"] is (family == "gemv")
+    assert h.fields["op_is_pool_nonoverlap"] is (family == "pool")
+    if family is not None:
+        assert h.evidence["op_family"].startswith(("line ", "lines ")), h.evidence
+
+
+def test_evidence_names_the_deciding_line() -> None:
+    src = _src("gemv_rowthread")
+    h = from_source(src)
+    first, _, last = h.evidence["op_family"].split()[1].partition("-")
+    lines = src.splitlines()[int(first) - 1:int(last or first)]
+    assert any("x[k]" in ln for ln in lines) and "gemv_kernel" in h.evidence["op_family"]
+    online = from_source(_src("softmax_online"))
+    assert online.fields["op_softmax_online"] is True and "expf(m - m_new)" in online.evidence["op_softmax_online"]
+    assert from_source(_src("softmax_rowthread")).fields["op_softmax_online"] is False
+
+
+def test_atomics_global_versus_shared() -> None:
+    assert from_source(_src("histogram_global")).fields["uses_global_atomics"] is True
+    assert from_source(_src("scatter_add_atomic")).fields["uses_global_atomics"] is True
+    cumsum = from_source(_src("cumsum_rowthread"))
+    assert cumsum.fields["uses_global_atomics"] is False and cumsum.fields["op_is_serial_scan"] is True
+    shared_only = """
+    __global__ void hist(const int* d, int* bins, int n) {
+        __shared__ int local[256];
+        int i = blockIdx.x * blockDim.x + threadIdx.x;
+        if (i < n) atomicAdd(&local[d[i]], 1);
+    }"""
+    h = from_source(shared_only)
+    assert h.fields["uses_global_atomics"] is False and "shared" in h.evidence["uses_global_atomics"]
+
+
+def test_only_kernel_code_counts_not_comments_or_docstrings() -> None:
+    # the words of a docstring or a comment never decide; the kernel body does
+    src = '''"""softmax with expf and fmaxf, a layer norm with rsqrtf"""
+    // float m = fmaxf(m, v); d += expf(v - m);
+    __global__ void add(const float* a, const float* b, float* c, int n) {
+        /* expf(x) fmaxf(y) */
+        int i = blockIdx.x * blockDim.x + threadIdx.x;
+        if (i < n) c[i] = a[i] + b[i];
+    }'''
+    h = from_source(src)
+    assert "op_family" not in h.fields and h.fields["uses_global_atomics"] is False
+    assert [b.kernel for b in kernel_bodies(src)] == ["add"]
+    assert from_source("import torch\n").fields == {}  # no kernel: no hints at all
+
+
+def test_single_custom_launch() -> None:
+    assert from_source(_src("scatter_add_atomic")).fields["single_custom_launch"] is True
+    assert from_source(_src("tiny_chain")).fields["single_custom_launch"] is False
+    lib = from_source(_src("cublas_bias_relu_chain"))
+    assert lib.fields["single_custom_launch"] is False and "cublasSgemm" in lib.evidence["single_custom_launch"]
+
+
+def _task(tmp_path: Path, forward: str, init: str = "", inputs: str = "[torch.randn(M, K)]",
+          head: str = "M, K = 4096, 1024") -> Path:
+    p = tmp_path / "task.py"
+    p.write_text(f"""import torch
+import torch.nn as nn
+import torch.nn.functional as F
+
+raise RuntimeError("a task file is parsed, never imported")
+{head}
+
+
+class Model(nn.Module):
+    def __init__(self):
+        super().__init__()
+{init or "        pass"}
+
+    def forward(self, x, y=None):
+        {forward}
+
+
+def get_inputs():
+    return {inputs}
+""")
+    return p
+
+
+@pytest.mark.parametrize(("forward", "init", "inputs", "family"), [
+    ("return torch.softmax(x, dim=-1)", "", "[torch.randn(M, K)]", "softmax"),
+    ("return F.log_softmax(x, dim=1)", "", "[torch.randn(M, K)]", "softmax"),
+    ("return self.ln(x)", "        self.ln = nn.LayerNorm(K)", "[torch.randn(M, K)]", "norm"),
+    ("return F.rms_norm(x, (K,))", "", "[torch.randn(M, K)]", "rms_norm"),
+    ("return torch.matmul(x, y)", "", "[torch.randn(M, K), torch.randn(K, M)]", "gemm"),
+    ("return torch.matmul(x, y)", "", "[torch.randn(M, K), torch.randn(K, 1)]", "gemv"),
+    ("return x @ y", "", "[torch.randn(M, K), torch.randn(K)]", "gemv"),
+    ("return torch.softmax(x @ y.T, -1) @ y", "", "[torch.randn(M, K), torch.randn(M, K)]", "attention"),
+    ("return F.scaled_dot_product_attention(x, x, x)", "", "[torch.randn(M, K)]", "attention"),
+    ("return self.conv(x)", "        self.conv = nn.Conv2d(3, 8, 3)", "[torch.randn(8, 3, 32, 32)]", "conv"),
+    ("return torch.cumsum(x, dim=1)", "", "[torch.randn(M, K)]", "scan"),
+    ("return torch.argmax(x, dim=1)", "", "[torch.randn(M, K)]", "reduction"),
+    ("return x.index_add(0, y, x)", "", "[torch.randn(M, K)]", "scatter"),
+    ("return torch.relu(x)", "", "[torch.randn(M, K)]", None),
+])
+def test_task_family(tmp_path: Path, forward: str, init: str, inputs: str, family: str | None) -> None:
+    h = from_task(_task(tmp_path, forward, init, inputs))
+    assert h.fields.get("op_family") == family
+    if family is not None:
+        assert h.evidence["op_family"].startswith("task.py:") and "Model.forward calls" in h.evidence["op_family"]
+        assert h.fields["op_is_gemv"] is (family == "gemv")
+
+
+@pytest.mark.parametrize(("call", "nonoverlap"), [
+    ("F.max_pool2d(x, 2)", True), ("F.max_pool2d(x, 2, 2)", True), ("F.avg_pool2d(x, kernel_size=3, stride=1)", False),
+    ("self.pool(x)", True),
+])
+def test_task_pool_window_against_stride(tmp_path: Path, call: str, nonoverlap: bool) -> None:
+    init = "        self.pool = nn.MaxPool2d(kernel_size=2, stride=2)"
+    h = from_task(_task(tmp_path, f"return {call}", init, "[torch.randn(8, 3, 32, 32)]"))
+    assert h.fields["op_family"] == "pool" and h.fields["op_is_pool_nonoverlap"] is nonoverlap
+
+
+def test_task_wins_over_the_source_and_bad_tasks_fail_in_one_line(tmp_path: Path) -> None:
+    task = _task(tmp_path, "return torch.softmax(x, dim=-1)")
+    h = op_hints(_src("layernorm_twopass"), task)
+    assert h.fields["op_family"] == "softmax" and h.evidence["op_family"].startswith("task.py:")
+    assert h.fields["uses_global_atomics"] is False  # facts only the source shows stay
+    bad = tmp_path / "bad.py"
+    bad.write_text("class Model(:\n")
+    with pytest.raises(KernelskillError, match=r"bad\.py:1: the task is not valid Python"):
+        from_task(bad)
+    with pytest.raises(KernelskillError, match="cannot read the task"):
+        from_task(tmp_path / "missing.py")
+
+
+def test_example_tasks() -> None:
+    assert from_task(EX / "tasks" / "softmax_task.py").fields["op_family"] == "softmax"
+    assert from_task(EX / "tasks" / "naive_gemm_task.py").fields["op_family"] == "gemm"
+    assert from_task(EX / "tasks" / "relu_task.py").fields == {}
+
+
+def test_broken_rules_file_is_a_one_line_error(tmp_path: Path) -> None:
+    p = tmp_path / "rules.yaml"
+    p.write_text("patterns:\n  exp: '(('\n")
+    with pytest.raises(KernelskillError, match=r"rules\.yaml: pattern 'exp' is not a valid regex"):
+        load_rules(p)
+    p.write_text("patterns: {}\nfamilies:\n  - {id: x, family: softmax, all: [nope]}\n")
+    with pytest.raises(KernelskillError, match="unknown pattern 'nope'"):
+        load_rules(p)
+
+
+def test_dominant_kernel_share_from_the_profile() -> None:
+    scatter = load_profile(HELDOUT / "profiles" / "scatter_add_atomic.csv")
+    share, why = dominant_kernel_share(scatter)
+    assert share is not None and share >= 90 and "scatter_add_kernel" in why
+    chain, _ = dominant_kernel_share(load_profile(HELDOUT / "profiles" / "tiny_chain.csv"))
+    assert chain is not None and chain < 90
+    ctx = query_context(_src("scatter_add_atomic"), None, scatter)
+    assert ctx.fields["dominant_kernel_share_pct"] == share
+    steps = {s.id: s for s in ctx.trace_steps()}
+    assert steps["dominant_kernel_share_pct"].kind == "note" and steps["uses_global_atomics"].value is True
+    assert "atomicAdd" in steps["uses_global_atomics"].note
+
+
+def test_hints_decide_a_real_query() -> None:
+    """Through the query API (in-memory KB of kb/skills): the hints select the family's case and remove
+    the other family's method; without them the old shared case answers."""
+    from kernelskill.kb.loader import load_report
+    from kernelskill.retrieval.api import query
+    from kernelskill.retrieval.memory_kb import MemoryKB
+
+    skills, issues = load_report([[ROOT / "kb" / "skills"]])
+    assert not issues
+    kb = MemoryKB.from_skillset(skills)
+    base = {"arch_sm": 90, "library_calls_allowed": False}
+    path, prof = HELDOUT / "kernels" / "rmsnorm.py", HELDOUT / "profiles" / "rmsnorm.csv"
+    plain = query(path, profile=prof, store=kb, context=base)
+    assert plain.case.id == "mb_reduction_multipass" and "online_softmax" in plain.first_methods(99)
+    hints = query_context(path.read_text(), None, load_profile(prof))
+    hinted = query(path, profile=prof, store=kb, context={**hints.fields, **base})
+    assert hinted.case.id == "mb_rms_norm" and "online_softmax" not in hinted.first_methods(99)
+    assert hinted.context["op_family"] == "rms_norm"
+    gate = next(s for s in hinted.trace if s.kind == "predicate" and s.id == "rms_norm_like")
+    assert gate.value is True and gate.inputs == {"op_family": "rms_norm"}
