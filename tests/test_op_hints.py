@@ -190,7 +190,7 @@ def test_dominant_kernel_share_from_the_profile() -> None:
 
 def test_hints_decide_a_real_query() -> None:
     """Through the query API (in-memory KB of kb/skills): the hints select the family's case and remove
-    the other family's method; without them the old shared case answers."""
+    the other family's method; a different family (an explicit context override) changes the answer."""
     from kernelskill.kb.loader import load_report
     from kernelskill.retrieval.api import query
     from kernelskill.retrieval.memory_kb import MemoryKB
@@ -200,11 +200,12 @@ def test_hints_decide_a_real_query() -> None:
     kb = MemoryKB.from_skillset(skills)
     base = {"arch_sm": 90, "library_calls_allowed": False}
     path, prof = HELDOUT / "kernels" / "rmsnorm.py", HELDOUT / "profiles" / "rmsnorm.csv"
-    plain = query(path, profile=prof, store=kb, context=base)
-    assert plain.case.id == "mb_reduction_multipass" and "online_softmax" in plain.first_methods(99)
     hints = query_context(path.read_text(), None, load_profile(prof))
     hinted = query(path, profile=prof, store=kb, context={**hints.fields, **base})
     assert hinted.case.id == "mb_rms_norm" and "online_softmax" not in hinted.first_methods(99)
     assert hinted.context["op_family"] == "rms_norm"
     gate = next(s for s in hinted.trace if s.kind == "predicate" and s.id == "rms_norm_like")
     assert gate.value is True and gate.inputs == {"op_family": "rms_norm"}
+    other = query(path, profile=prof, store=kb, context={**hints.fields, **base, "op_family": "norm"})
+    assert other.case.id == "mb_norm_multipass" and other.first_methods(1) == ["welford_one_pass_norm"]
+    assert "online_softmax_needs_softmax" in {v.id for v in other.vetoes}
