@@ -30,7 +30,7 @@ RULES_PATH = Path(__file__).with_name("op_hints.yaml")
 FAMILIES = ("attention", "softmax", "norm", "rms_norm", "gemm", "gemv", "conv", "pool", "scan", "scatter",
             "gather", "reduction")
 FIELDS = ("op_family", "op_is_gemv", "op_is_pool_nonoverlap", "op_softmax_online", "op_is_serial_scan",
-          "uses_global_atomics", "single_custom_launch")
+          "uses_global_atomics", "single_custom_launch", "op_gathers_rows")
 
 
 @dataclass

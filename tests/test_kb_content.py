@@ -47,7 +47,8 @@ CONTEXT_FIELDS = {"launches_per_forward", "task_dtype", "tolerance_atol", "toler
                   "vendor_kernel_dominant", "has_profile", "arch_sm", "library_calls_allowed",
                   # op-family hints (retrieval/op_hints.py) and the profile's dominant-kernel share
                   "op_family", "op_is_gemv", "op_is_pool_nonoverlap", "op_softmax_online", "op_is_serial_scan",
-                  "uses_global_atomics", "dominant_kernel_share_pct", "single_custom_launch"}
+                  "uses_global_atomics", "dominant_kernel_share_pct", "single_custom_launch",
+                  "op_gathers_rows"}
 OP_FAMILIES = ["attention", "softmax", "norm", "rms_norm", "gemm", "gemv", "conv", "pool", "scan", "scatter",
                "gather", "reduction"]
 
@@ -288,6 +289,7 @@ DOMAINS: dict[str, list[Any]] = {
     "uses_global_atomics": [True, False, None],
     "dominant_kernel_share_pct": [40, 75, 95, None],
     "single_custom_launch": [True, False, None],
+    "op_gathers_rows": [True, False, None],
     **{name: [True, False] for name in FEATURE_NAMES if name != "kernel_structure_id"},
 }
 PROFILE_KEYS = REFERENCE_PROFILE_FIELDS | {"vendor_kernel_dominant"}

@@ -24,7 +24,7 @@ def _src(name: str) -> str:
 @pytest.mark.parametrize(("kernel", "family"), [
     ("softmax_rowthread", "softmax"), ("softmax_online", "softmax"), ("layernorm_twopass", "norm"),
     ("rmsnorm", "rms_norm"), ("gemv_rowthread", "gemv"), ("maxpool2d", "pool"), ("cumsum_rowthread", "scan"),
-    ("attention_naive", "attention"),
+    ("attention_naive", "attention"), ("embedding_gather", "gather"),
     # no rule recognises these: the family stays missing (unknown), never a guess
     ("naive_gemm_rect", None), ("stencil3x3", None), ("depthwise_conv3x3", None), ("conv2d_direct", None),
     ("elementwise_float4", None), ("bias_gelu", None), ("argmax_rows", None), ("transpose_naive", None),
@@ -77,6 +77,14 @@ def test_only_kernel_code_counts_not_comments_or_docstrings() -> None:
     assert "op_family" not in h.fields and h.fields["uses_global_atomics"] is False
     assert [b.kernel for b in kernel_bodies(src)] == ["add"]
     assert from_source("import torch\n").fields == {}  # no kernel: no hints at all
+
+
+def test_row_gathers() -> None:
+    emb = from_source(_src("embedding_gather"))
+    assert emb.fields["op_gathers_rows"] is True and "weight[row * dim + d]" in emb.evidence["op_gathers_rows"]
+    scatter = from_source(_src("scatter_add_atomic"))  # rows too, but an atomic scatter is not a "gather" family
+    assert scatter.fields["op_gathers_rows"] is True and "op_family" not in scatter.fields
+    assert from_source(_src("elementwise_scalar")).fields["op_gathers_rows"] is False
 
 
 def test_single_custom_launch() -> None:
