@@ -127,6 +127,21 @@ def _find(rx: re.Pattern[str], bodies: list[_Body]) -> tuple[_Body, re.Match[str
     return None
 
 
+def _first_true_vector(rx: re.Pattern[str], bodies: list[_Body]) -> tuple[_Body, re.Match[str]] | None:
+    """The first GEMV-shaped match whose bare-indexed operand (``x[k]``) is not a pointer the kernel
+    offsets by a row (``xr = x + r * d``), which would make the loop a GEMM row rather than a GEMV."""
+    for b in bodies:
+        for m in rx.finditer(b.text):
+            var = m.group(1)
+            vec = re.search(rf"\b(\w+)\[\s*{re.escape(var)}\s*\]", m.group(0))
+            if vec is None:
+                continue
+            offset = re.compile(rf"\b{re.escape(vec.group(1))}\s*=\s*(?:\([^()]*\)\s*)?[\w.]+\s*\+")
+            if not offset.search(b.text):
+                return b, m
+    return None
+
+
 def _where(hit: tuple[_Body, re.Match[str]], rule: str) -> str:
     body, m = hit
     first = body.line0 + body.text.count("\n", 0, m.start())
@@ -152,6 +167,10 @@ def from_source(source: str, rules: _Rules | None = None) -> OpHints:
             continue
         ev_name = rule.get("evidence") or rule["all"][-1]
         ev = _find(pats[ev_name], bodies)
+        if rule.get("vector_not_row_pointer"):
+            ev = _first_true_vector(pats[ev_name], bodies)
+            if ev is None:
+                continue
         hints.fields["op_family"] = rule["family"]
         hints.evidence["op_family"] = _where(ev, rule["id"]) if ev else rule["id"]
         break

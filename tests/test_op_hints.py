@@ -38,6 +38,19 @@ def test_source_family(kernel: str, family: str | None) -> None:
         assert h.evidence["op_family"].startswith(("line ", "lines ")), h.evidence
 
 
+def test_rules_on_code_they_were_not_written_from() -> None:
+    """The method examples of kb/skills (written for the methods, not for these rules)."""
+    skills = ROOT / "kb" / "skills" / "examples"
+    expect = {"welford_one_pass_norm/before.py": "norm", "welford_one_pass_norm/after.py": "norm",
+              "online_softmax/before.py": "softmax", "online_softmax/after.py": "softmax",
+              "flash_attention_tiling/before.py": "attention", "flash_attention_tiling/after.py": "attention",
+              # a per-thread row of a GEMM through a row pointer (xr = x + r * d; xr[k] * w[j * d + k])
+              "loop_unrolling/before.py": None, "shared_memory_tiling/before.py": None}
+    for rel, family in expect.items():
+        assert from_source((skills / rel).read_text()).fields.get("op_family") == family, rel
+    assert from_source((skills / "online_softmax/after.py").read_text()).fields["op_softmax_online"] is True
+
+
 def test_evidence_names_the_deciding_line() -> None:
     src = _src("gemv_rowthread")
     h = from_source(src)
