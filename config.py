@@ -73,6 +73,9 @@ class LoopSettings(_Section):
     rounds: int = 15
     parent_rule: str = "best"  # best | latest_improving
     reask_planner: int = 1
+    max_repairs: int = 3  # consecutive repairs of one failure chain
+    verify_seed: int = 20261202  # fresh seed of the final re-verification
+    verify_candidates: int = 3  # how many of the best to try when the best fails re-verification
 
 
 class Settings(_Section):
