@@ -30,7 +30,9 @@ RULES_PATH = Path(__file__).with_name("op_hints.yaml")
 FAMILIES = ("attention", "softmax", "norm", "rms_norm", "gemm", "gemv", "conv", "pool", "scan", "scatter",
             "gather", "reduction")
 FIELDS = ("op_family", "op_is_gemv", "op_is_pool_nonoverlap", "op_softmax_online", "op_is_serial_scan",
-          "uses_global_atomics", "single_custom_launch", "op_gathers_rows")
+          "uses_global_atomics", "single_custom_launch", "op_gathers_rows", "op_has_softmax", "op_has_norm")
+#: families whose presence anywhere in the op (not only as its primary family) the vetoes must respect
+STAGES = {"op_has_softmax": ("softmax", "attention"), "op_has_norm": ("norm",)}
 
 
 @dataclass
@@ -175,6 +177,12 @@ def from_source(source: str, rules: _Rules | None = None) -> OpHints:
         hints.evidence["op_family"] = _where(ev, rule["id"]) if ev else rule["id"]
         break
     family = hints.fields.get("op_family")
+    for stage, families in STAGES.items():  # any family rule of the stage that matches, not only the first
+        hit = next((r for r in rules.families if r["family"] in families
+                    and all(_find(pats[n], bodies) for n in r.get("all", []))
+                    and not any(_find(pats[n], bodies) for n in r.get("none", []))), None)
+        hints.fields[stage] = hit is not None
+        hints.evidence[stage] = f"source rule {hit['id']}" if hit else f"no {'/'.join(families)} rule matched"
     hints.fields["op_is_gemv"] = family == "gemv"
     hints.fields["op_is_pool_nonoverlap"] = family == "pool"
     for name in ("op_is_gemv", "op_is_pool_nonoverlap"):
@@ -379,6 +387,13 @@ def from_task(path: str | Path, rules: _Rules | None = None) -> OpHints:
         break
     family = hints.fields.get("op_family")
     if family is not None:
+        for stage, families in STAGES.items():  # a later stage of the forward (Linear + LayerNorm) counts too
+            calls_of = {str(c).lower() for g in rules.task_families if g["family"] in families and not g.get("with")
+                        for c in g.get("calls", [])}
+            hit = next(((n, c) for n, c in calls if n in calls_of), None)
+            hints.fields[stage] = family in families or hit is not None
+            hints.evidence[stage] = (f"{p.name}:{hit[1].lineno}: Model.forward calls {hit[0]}" if hit
+                                     else f"op_family {family}")
         hints.fields["op_is_gemv"] = family == "gemv"
         hints.evidence["op_is_gemv"] = hints.evidence["op_family"]
     if family is not None and "op_is_pool_nonoverlap" not in hints.fields and family != "pool":

@@ -48,7 +48,7 @@ CONTEXT_FIELDS = {"launches_per_forward", "task_dtype", "tolerance_atol", "toler
                   # op-family hints (retrieval/op_hints.py) and the profile's dominant-kernel share
                   "op_family", "op_is_gemv", "op_is_pool_nonoverlap", "op_softmax_online", "op_is_serial_scan",
                   "uses_global_atomics", "dominant_kernel_share_pct", "single_custom_launch",
-                  "op_gathers_rows"}
+                  "op_gathers_rows", "op_has_softmax", "op_has_norm"}
 OP_FAMILIES = ["attention", "softmax", "norm", "rms_norm", "gemm", "gemv", "conv", "pool", "scan", "scatter",
                "gather", "reduction"]
 
@@ -290,6 +290,8 @@ DOMAINS: dict[str, list[Any]] = {
     "dominant_kernel_share_pct": [40, 75, 95, None],
     "single_custom_launch": [True, False, None],
     "op_gathers_rows": [True, False, None],
+    "op_has_softmax": [True, False],
+    "op_has_norm": [True, False],
     **{name: [True, False] for name in FEATURE_NAMES if name != "kernel_structure_id"},
 }
 PROFILE_KEYS = REFERENCE_PROFILE_FIELDS | {"vendor_kernel_dominant"}
@@ -327,6 +329,11 @@ def realistic(raw: dict[str, Any]) -> dict[str, Any]:
     family = e.get("op_family")  # the op hints are derived from the family (retrieval/op_hints.py)
     e["op_is_gemv"] = None if family is None else family == "gemv"
     e["op_is_pool_nonoverlap"] = None if family is None else family == "pool"
+    for stage, families in (("op_has_softmax", ("softmax", "attention")), ("op_has_norm", ("norm",))):
+        if family is None:
+            e[stage] = None
+        elif family in families:
+            e[stage] = True
     if family != "softmax" and e.get("op_softmax_online") is not None:
         e["op_softmax_online"] = False
     if not e["has_profile"]:

@@ -167,6 +167,15 @@ def test_task_pool_window_against_stride(tmp_path: Path, call: str, nonoverlap: 
     assert h.fields["op_family"] == "pool" and h.fields["op_is_pool_nonoverlap"] is nonoverlap
 
 
+def test_later_stages_of_a_forward_keep_their_methods(tmp_path: Path) -> None:
+    """Linear + LayerNorm is a GEMM family with a norm stage: Welford must stay permitted."""
+    init = "        self.fc = nn.Linear(K, K)\n        self.ln = nn.LayerNorm(K)"
+    h = from_task(_task(tmp_path, "return self.ln(self.fc(x))", init))
+    assert h.fields["op_family"] == "gemm" and h.fields["op_has_norm"] is True
+    assert h.fields["op_has_softmax"] is False and "layernorm" in h.evidence["op_has_norm"]
+    assert from_task(_task(tmp_path, "return torch.softmax(x, -1)")).fields["op_has_softmax"] is True
+
+
 def test_task_wins_over_the_source_and_bad_tasks_fail_in_one_line(tmp_path: Path) -> None:
     task = _task(tmp_path, "return torch.softmax(x, dim=-1)")
     h = op_hints(_src("layernorm_twopass"), task)
