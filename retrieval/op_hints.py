@@ -403,11 +403,14 @@ def from_task(path: str | Path, rules: _Rules | None = None) -> OpHints:
 
 
 def _vector_operand(tree: ast.Module) -> str | None:
-    """A ``get_inputs`` tensor that is a vector (one dimension, or a dimension of 1 in a 2-D shape)."""
-    for dims, line in _input_shapes(tree, _constants(tree)):
-        if len(dims) == 1 or (len(dims) == 2 and 1 in dims):
-            return f"get_inputs line {line}: shape ({', '.join('?' if d is None else str(d) for d in dims)})"
-    return None
+    """The one ``get_inputs`` tensor that is a vector (one dimension, or a dimension of 1 in a 2-D shape);
+    two such operands are an outer product (K = 1), not a GEMV."""
+    vectors = [(dims, line) for dims, line in _input_shapes(tree, _constants(tree))
+               if len(dims) == 1 or (len(dims) == 2 and 1 in dims)]
+    if len(vectors) != 1:
+        return None
+    dims, line = vectors[0]
+    return f"get_inputs line {line}: shape ({', '.join('?' if d is None else str(d) for d in dims)})"
 
 
 def op_hints(source: str | None, task: str | Path | None = None) -> OpHints:

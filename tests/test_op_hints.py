@@ -141,6 +141,7 @@ def get_inputs():
     ("return torch.matmul(x, y)", "", "[torch.randn(M, K), torch.randn(K, M)]", "gemm"),
     ("return torch.matmul(x, y)", "", "[torch.randn(M, K), torch.randn(K, 1)]", "gemv"),
     ("return x @ y", "", "[torch.randn(M, K), torch.randn(K)]", "gemv"),
+    ("return x @ y", "", "[torch.randn(M, 1), torch.randn(1, K)]", "gemm"),  # outer product, K = 1
     ("return torch.softmax(x @ y.T, -1) @ y", "", "[torch.randn(M, K), torch.randn(M, K)]", "attention"),
     ("return F.scaled_dot_product_attention(x, x, x)", "", "[torch.randn(M, K)]", "attention"),
     ("return self.conv(x)", "        self.conv = nn.Conv2d(3, 8, 3)", "[torch.randn(8, 3, 32, 32)]", "conv"),
