@@ -219,7 +219,7 @@ def query(kernel: str | Path, *, task: str | Path | None = None, profile: str | 
     the query is static-only. ``features`` overrides extraction (a dict of the 18 features or a
     ``FeatureSet``); ``context`` overrides context fields (``task_dtype``, ``tolerance_atol``, ...).
     """
-    from .context import read_task, settings_context
+    from .context import query_context, read_task, settings_context
     from .engine import decide, structure_of
     from .ranking import query_text, rank_methods
 
@@ -270,6 +270,8 @@ def query(kernel: str | Path, *, task: str | Path | None = None, profile: str | 
 
         for name in load_field_map().fields:
             why_missing[name] = "needs a profile (static-only query; pass --profile)"
+    hints = query_context(source, task, prof if profile is not None else None)
+    ctx.update(hints.fields)  # op-family hints and the dominant kernel's share; explicit context wins
     if context:
         ctx.update({k: v for k, v in context.items()})
     timings["profile"] = (time.perf_counter() - t1) * 1000
@@ -322,5 +324,5 @@ def query(kernel: str | Path, *, task: str | Path | None = None, profile: str | 
         kernel=str(kpath), task=str(task) if task is not None else None, static_only=profile is None,
         features=feats, context=context_out, profile=prof_summary, tier=decision.tier,
         bottleneck=decision.bottleneck, case=decision.case, permitted=permitted, forbidden=decision.forbidden,
-        vetoes=decision.vetoes, query_text=text, trace=decision.trace, notes=notes,
+        vetoes=decision.vetoes, query_text=text, trace=hints.trace_steps() + decision.trace, notes=notes,
         timings_ms={k: round(v, 3) for k, v in timings.items()})
