@@ -8,6 +8,7 @@ KB and the folder exactly as they were, and accepted files survive a re-init.
 
 from __future__ import annotations
 
+import hashlib
 import json
 import logging
 import shutil
@@ -33,6 +34,7 @@ log = logging.getLogger(__name__)
 
 IMPORTED_DIR = "imported"
 SOURCES_FILE = "sources.json"
+FINGERPRINT_FILE = "sources.fingerprint"
 
 
 def bundled_skills_dir() -> Path:
@@ -69,6 +71,31 @@ def _source_groups(settings: Any, bundled: Path | None, exclude: list[Path] | No
     return groups
 
 
+def sources_fingerprint(settings: Any, bundled: Path | None = None) -> str:
+    """A cheap fingerprint (names, sizes, mtimes) of every file the KB is built from: when it changes
+    (an upgrade brought new bundled skills, a file was edited by hand) the KB is rebuilt on open."""
+    digest = hashlib.sha256()
+    for root in (base_skills_dir(settings, bundled), Path(settings.user_skills_dir)):
+        digest.update(f"[{root}]".encode())
+        if not root.is_dir():
+            continue
+        for path in sorted(p for p in root.rglob("*") if p.is_file() and "__pycache__" not in p.parts):
+            st = path.stat()
+            digest.update(f"{path.relative_to(root).as_posix()}:{st.st_size}:{st.st_mtime_ns}\n".encode())
+    return digest.hexdigest()
+
+
+def kb_is_stale(settings: Any) -> bool:
+    record = Path(settings.kb_dir) / FINGERPRINT_FILE
+    return not record.is_file() or record.read_text().strip() != sources_fingerprint(settings)
+
+
+def _record_fingerprint(settings: Any, bundled: Path | None) -> None:
+    record = Path(settings.kb_dir) / FINGERPRINT_FILE
+    record.parent.mkdir(parents=True, exist_ok=True)
+    record.write_text(sources_fingerprint(settings, bundled))
+
+
 def compose(settings: Any, *, bundled: Path | None = None, extra: list[Path] | None = None,
             exclude: list[Path] | None = None) -> tuple[SkillSet, LintReport]:
     """Load + merge the sources (+ ``extra``) and lint them; raise on the first load error."""
@@ -100,6 +127,7 @@ def init_kb(settings: Any, *, store: KBStore | None = None, bundled: Path | None
         log.warning("no skills found (base folder %s)", base)
     result = _store(settings, store).ingest(skills, check=False)
     _record_base(settings, bundled)
+    _record_fingerprint(settings, bundled)
     return result
 
 
@@ -146,6 +174,7 @@ def add_files(settings: Any, files: list[Path], *, store: KBStore | None = None,
             dest.parent.mkdir(parents=True, exist_ok=True)
             if src.resolve() != dest.resolve():
                 shutil.copy2(src, dest)
+    _record_fingerprint(settings, bundled)
     return result
 
 
@@ -172,6 +201,7 @@ def import_dir(settings: Any, folder: Path, *, store: KBStore | None = None,
         target.parent.mkdir(parents=True, exist_ok=True)
         shutil.move(str(staging / "copy"), str(target))
         shutil.rmtree(staging, ignore_errors=True)
+    _record_fingerprint(settings, bundled)
     return result
 
 

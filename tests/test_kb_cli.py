@@ -123,3 +123,29 @@ def test_add_copies_worked_examples_with_the_file(home: Path, tmp_path: Path) ->
     assert json.loads(_run("kb", "init", "--home", str(home), "--json"))["changed"] is False
     shown = json.loads(_run("kb", "show", "doc.my_method", "--home", str(home), "--json"))
     assert shown["method"] == "my_method"
+
+
+def test_a_kb_older_than_its_skills_is_rebuilt_on_open(tmp_path) -> None:
+    """An upgrade (or a hand edit) of the skills the KB was built from is picked up on the next open."""
+    import shutil
+
+    from kernelskill.config import load_settings
+    from kernelskill.kb.curate import init_kb, kb_is_stale
+    from kernelskill.kb.store import open_store
+
+    skills = tmp_path / "skills"
+    shutil.copytree(SMALL, skills)
+    settings = load_settings(home=tmp_path / "home", environ={})
+    init_kb(settings, bundled=skills)
+    assert not kb_is_stale(settings)
+    before = open_store(settings, read_only=True).content_hash()
+    fields = skills / "fields.yaml"
+    fields.write_text(fields.read_text() + "\n# a comment only\n")
+    assert kb_is_stale(settings)
+    assert open_store(settings, read_only=True).content_hash() == before  # same content, nothing written
+    assert not kb_is_stale(settings)
+    fields.write_text(fields.read_text().replace("Every output element depends on one input element.",
+                                                 "Each output element reads one input element."))
+    after = open_store(settings, read_only=True)
+    assert after.content_hash() != before
+    assert "reads one input element" in after.get("is_pointwise").description
