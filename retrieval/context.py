@@ -36,7 +36,8 @@ class TaskInfo:
         return "; ".join(parts)
 
 
-def _dotted(node: ast.AST) -> str | None:
+def dotted_name(node: ast.AST) -> str | None:
+    """``torch.nn.functional.softmax`` for the attribute chain of a call, None for anything else."""
     parts: list[str] = []
     while isinstance(node, ast.Attribute):
         parts.append(node.attr)
@@ -69,12 +70,12 @@ def read_task(path: str | Path) -> TaskInfo:
                     continue
                 for sub in ast.walk(fn):
                     if fn.name == "__init__" and isinstance(sub, ast.Assign) and isinstance(sub.value, ast.Call):
-                        name = _dotted(sub.value.func) or ""
+                        name = dotted_name(sub.value.func) or ""
                         for t in sub.targets:
                             if isinstance(t, ast.Attribute) and name.split(".")[-1][:1].isupper():
                                 modules[t.attr] = name.split(".")[-1]
                     if fn.name == "forward" and isinstance(sub, ast.Call):
-                        name = _dotted(sub.func) or ""
+                        name = dotted_name(sub.func) or ""
                         short = name.split(".")[-1]
                         if name.startswith("self.") and short in modules:
                             ops.setdefault(f"nn.{modules[short]}", None)

@@ -24,6 +24,7 @@ import yaml
 
 from kernelskill.errors import KernelskillError
 
+from .context import dotted_name as _dotted
 from .result import TraceStep
 
 RULES_PATH = Path(__file__).with_name("op_hints.yaml")
@@ -237,15 +238,6 @@ def _global_atomics(bodies: list[_Body], source: str, rules: _Rules) -> tuple[bo
 # ------------------------------------------------------------------------------------------ task
 
 
-def _dotted(node: ast.AST) -> str | None:
-    parts: list[str] = []
-    while isinstance(node, ast.Attribute):
-        parts.append(node.attr)
-        node = node.value
-    if isinstance(node, ast.Name):
-        parts.append(node.id)
-        return ".".join(reversed(parts))
-    return None
 
 
 def _constants(tree: ast.Module) -> dict[str, int]:
