@@ -1,9 +1,15 @@
-"""``kernelskill optimize TASK``: the closed loop, with a live display; ``--resume RUN_ID`` continues a run."""
+"""``kernelskill optimize TASK``: the closed loop, with a live display; ``--resume RUN_ID`` continues a run.
+
+``--llm exchange`` answers LLM steps through files (a person or another agent answers with ``kernelskill
+runs answer``); ``--stop-before gpu|llm`` runs until the run needs the other side of a split run. A paused
+run exits with code 3 and a message naming the step it waits for and the command that answers it.
+"""
 
 from __future__ import annotations
 
 import importlib
 import importlib.util
+import shlex
 import sys
 from pathlib import Path
 from typing import Any
@@ -78,78 +84,107 @@ class LiveDisplay:
         return table
 
 
-@click.command("optimize")
-@click.argument("task", required=False, type=click.Path(path_type=Path))
-@click.option("--rounds", type=click.IntRange(0, 1000), default=None, help="Rounds after the seed (default 15).")
-@click.option("--model", default=None, help="LLM model name (default from settings).")
-@click.option("--base-url", default=None, help="Any OpenAI-compatible endpoint (vLLM, Ollama, SGLang, ...).")
-@click.option("--resume", "resume", default=None, metavar="RUN_ID", help="Continue a run where it stopped.")
-@click.option("--parent-rule", type=click.Choice(["best", "latest_improving"]), default=None,
-              help="Which accepted candidate the next round starts from.")
-@click.option("--evaluator", "evaluator_spec", default=None, metavar="MODULE:ATTR",
-              help="Evaluator to use instead of the local harness (a plugin seam, e.g. a remote GPU).")
-@click.option("--retriever", "retriever_spec", default=None, metavar="MODULE:ATTR",
-              help="Retriever to use instead of kernelskill.query.")
-@common_options
-def optimize(ctx, task: Path | None, rounds: int | None, model: str | None, base_url: str | None,
-             resume: str | None, parent_rule: str | None, evaluator_spec: str | None,
-             retriever_spec: str | None) -> None:
-    """Optimize a KernelBench-format TASK with the closed loop (or --resume RUN_ID)."""
-    from kernelskill.pipeline.llm import LLMClient
-    from kernelskill.pipeline.loop import HarnessEvaluator, KBRetriever, Loop, LoopOptions, validate_task
-    from kernelskill.pipeline.runs import RunStore
+STOP_SIDES = ("gpu", "llm")
+LLM_PROVIDERS = ("openai", "replay", "exchange")
+PAUSED_EXIT = 3
 
-    overrides: dict[str, Any] = {}
-    llm_over = {k: v for k, v in (("model", model), ("base_url", base_url)) if v is not None}
-    if llm_over:
-        overrides["llm"] = llm_over
-    settings = ctx.settings(**overrides)
-    store = RunStore(settings.runs_dir)
 
-    # every check before any work starts: task, key, endpoint, GPU
-    run = None
-    if resume:
-        run = store.open(resume)
-        manifest = run.manifest
-        if model is None and manifest.get("model"):
-            settings.llm.model = manifest["model"]
-        options = LoopOptions(**manifest.get("options", {}))
-        if rounds is not None:
-            options.rounds = rounds
-        validate_task(run.task_path)
-    else:
-        if task is None:
-            raise KernelskillError("optimize: give a TASK file (or --resume RUN_ID)")
-        validate_task(task)
-        options = LoopOptions(rounds=settings.loop.rounds if rounds is None else rounds,
-                              parent_rule=parent_rule or settings.loop.parent_rule,
-                              reask_planner=settings.loop.reask_planner)
+def llm_overrides(model: str | None, base_url: str | None, provider: str | None) -> dict[str, Any]:
+    llm = {k: v for k, v in (("model", model), ("base_url", base_url), ("provider", provider)) if v is not None}
+    return {"llm": llm} if llm else {}
+
+
+def resumed_options(run: Any, settings: Any, stop_before: list[str], rounds: int | None = None,
+                    parent_rule: str | None = None, provider: str | None = None) -> Any:
+    """The loop options of an existing run (its manifest), and the settings it needs to go on."""
+    from kernelskill.pipeline.loop import LoopOptions, validate_task
+
+    manifest = run.manifest
+    if manifest.get("model") and settings.llm.model != manifest["model"]:
+        settings.llm.model = manifest["model"]
+    if provider is None and manifest.get("provider") and settings.llm.provider == "openai":
+        settings.llm.provider = manifest["provider"]  # a run answered through files stays so
+    options = LoopOptions(**manifest.get("options", {}))
+    if rounds is not None:
+        options.rounds = rounds
     if parent_rule:
         options.parent_rule = parent_rule
-    llm = LLMClient.from_settings(settings.llm)
-    llm.check_endpoint()
-    evaluator = load_object(evaluator_spec) if evaluator_spec else HarnessEvaluator(settings.harness)
-    if "gpu" not in options.stop_before:
-        evaluator.check()
-    retriever = load_object(retriever_spec) if retriever_spec else KBRetriever(settings)
+    options.stop_before = list(stop_before)
+    validate_task(run.task_path)
+    return options
 
-    if run is None:
-        assert task is not None
-        run = store.create(task, {"model": settings.llm.model, "provider": settings.llm.provider,
-                                  "options": options.model_dump(exclude={"stop_before"}), "arch": settings.arch})
+
+def make_llm(settings: Any, stop_before: list[str], *, check: bool = True) -> Any:
+    """The LLM client; its endpoint is checked first unless the run will not reach the LLM side."""
+    from kernelskill.pipeline.llm import LLMClient
+
+    llm = LLMClient.from_settings(settings.llm)
+    if check and "llm" not in stop_before:
+        llm.check_endpoint()
+    return llm
+
+
+def make_evaluator(settings: Any, spec: str | None, stop_before: list[str]) -> Any:
+    from kernelskill.pipeline.loop import HarnessEvaluator
+
+    evaluator = load_object(spec) if spec else HarnessEvaluator(settings.harness)
+    if "gpu" not in stop_before:
+        evaluator.check()
+    return evaluator
+
+
+def make_retriever(settings: Any, spec: str | None) -> Any:
+    from kernelskill.pipeline.loop import KBRetriever
+
+    return load_object(spec) if spec else KBRetriever(settings)
+
+
+def cli_prefix(ctx: Any) -> str:
+    return "kernelskill" + (f" --home {shlex.quote(str(ctx.home))}" if ctx.home else "")
+
+
+def waiting_message(ctx: Any, run: Any) -> str:
+    """One line: what a paused run waits for and the exact command that supplies it."""
+    from kernelskill.pipeline.runs import pending_steps
+
+    ks, rid = cli_prefix(ctx), shlex.quote(run.id)
+    steps = pending_steps(run)
+    if not steps:
+        return f"run {run.id} is paused; continue with `{ks} runs resume {rid}`"
+    step = steps[0]
+    if step["side"] == "llm" and step.get("prompt"):
+        return (f"run {run.id} waits for the {step['role']} answer of LLM step {step['id']}: read "
+                f"{run.path / step['prompt']}, then `{ks} runs answer {rid} {step['id']} ANSWER_FILE` "
+                f"and `{ks} runs resume {rid}`")
+    if step["side"] == "llm":
+        return f"run {run.id} waits for LLM step {step['id']}: `{ks} runs resume {rid}` on the LLM side"
+    return (f"run {run.id} waits for GPU step {step['id']} ({step['role']} {step.get('candidate')}): on a GPU "
+            f"machine `python -m kernelskill.pipeline.gpu_side {shlex.quote(str(run.path.parent))}` (carry it with "
+            f"`{ks} runs export {rid}`), or `{ks} runs resume {rid}` where CUDA is")
+
+
+def execute(ctx: Any, run: Any, llm: Any, evaluator: Any, retriever: Any, options: Any, settings: Any,
+            display: bool = True) -> Any:
+    from kernelskill.pipeline.loop import Loop
+
     gpu = {"name": "NVIDIA GPU", "arch": settings.arch, "notes": ""}
-    display = LiveDisplay(enabled=not ctx.json)
+    live = LiveDisplay(enabled=display and not ctx.json)
     try:
-        with display:
-            loop = Loop(run, llm, evaluator, retriever, options, gpu=gpu, on_progress=display.update)
-            result = loop.execute()
+        with live:
+            return Loop(run, llm, evaluator, retriever, options, gpu=gpu, on_progress=live.update).execute()
     except KeyboardInterrupt:
-        click.echo(f"interrupted: resume with `kernelskill optimize --resume {run.id}`", err=True)
+        click.echo(f"interrupted: resume with `{cli_prefix(ctx)} runs resume {run.id}`", err=True)
         sys.exit(130)
     except KernelskillError as exc:
-        raise KernelskillError(f"{exc} (run {run.id}; resume with --resume {run.id})") from exc
+        raise KernelskillError(f"{exc} (run {run.id}; resume with `{cli_prefix(ctx)} runs resume {run.id}`)",
+                               exit_code=exc.exit_code) from exc
 
+
+def report_result(ctx: Any, run: Any, result: Any) -> None:
+    """Print the outcome; a paused run says what it waits for on stderr and exits with code 3."""
     data = result.model_dump(exclude={"trajectory"}) | {"run_dir": str(run.path)}
+    if result.status == "paused":
+        data["waiting"] = waiting_message(ctx, run)
 
     def render(d: dict[str, Any]) -> None:
         from kernelskill.commands._common import console
@@ -170,3 +205,61 @@ def optimize(ctx, task: Path | None, rounds: int | None, model: str | None, base
         out.print(f"{d['tokens']} tokens, ${d['cost_usd']:.4f}")
 
     emit(ctx, data, render)
+    if result.status == "paused":
+        click.echo(data["waiting"], err=True)
+        sys.exit(PAUSED_EXIT)
+
+
+@click.command("optimize")
+@click.argument("task", required=False, type=click.Path(path_type=Path))
+@click.option("--rounds", type=click.IntRange(0, 1000), default=None, help="Rounds after the seed (default 15).")
+@click.option("--model", default=None, help="LLM model name (default from settings).")
+@click.option("--base-url", default=None, help="Any OpenAI-compatible endpoint (vLLM, Ollama, SGLang, ...).")
+@click.option("--llm", "provider", type=click.Choice(LLM_PROVIDERS), default=None,
+              help="LLM provider: openai (any compatible endpoint), replay, or exchange (answers through files, "
+                   "`kernelskill runs answer`; no key needed).")
+@click.option("--stop-before", "stop_before", type=click.Choice(STOP_SIDES), multiple=True,
+              help="Pause before the first step of that side (split runs: plan here, evaluate there).")
+@click.option("--resume", "resume", default=None, metavar="RUN_ID", help="Continue a run where it stopped.")
+@click.option("--parent-rule", type=click.Choice(["best", "latest_improving"]), default=None,
+              help="Which accepted candidate the next round starts from.")
+@click.option("--evaluator", "evaluator_spec", default=None, metavar="MODULE:ATTR",
+              help="Evaluator to use instead of the local harness (a plugin seam, e.g. a remote GPU).")
+@click.option("--retriever", "retriever_spec", default=None, metavar="MODULE:ATTR",
+              help="Retriever to use instead of kernelskill.query.")
+@common_options
+def optimize(ctx, task: Path | None, rounds: int | None, model: str | None, base_url: str | None,
+             provider: str | None, stop_before: tuple[str, ...], resume: str | None, parent_rule: str | None,
+             evaluator_spec: str | None, retriever_spec: str | None) -> None:
+    """Optimize a KernelBench-format TASK with the closed loop (or --resume RUN_ID)."""
+    from kernelskill.pipeline.loop import LoopOptions, validate_task
+    from kernelskill.pipeline.runs import RunStore
+
+    settings = ctx.settings(**llm_overrides(model, base_url, provider))
+    store = RunStore(settings.runs_dir)
+    stops = sorted(set(stop_before))
+
+    # every check before any work starts: task, key, endpoint, GPU
+    run = None
+    if resume:
+        run = store.open(resume)
+        options = resumed_options(run, settings, stops, rounds, parent_rule, provider)
+    else:
+        if task is None:
+            raise KernelskillError("optimize: give a TASK file (or --resume RUN_ID)")
+        validate_task(task)
+        loop = settings.loop
+        options = LoopOptions(rounds=loop.rounds if rounds is None else rounds,
+                              parent_rule=parent_rule or loop.parent_rule, reask_planner=loop.reask_planner,
+                              max_repairs=loop.max_repairs, verify_seed=loop.verify_seed,
+                              verify_candidates=loop.verify_candidates, stop_before=stops)
+    llm = make_llm(settings, stops)
+    evaluator = make_evaluator(settings, evaluator_spec, stops)
+    retriever = make_retriever(settings, retriever_spec)
+
+    if run is None:
+        assert task is not None
+        run = store.create(task, {"model": settings.llm.model, "provider": settings.llm.provider,
+                                  "options": options.model_dump(exclude={"stop_before"}), "arch": settings.arch,
+                                  "harness": settings.harness.model_dump()})
+    report_result(ctx, run, execute(ctx, run, llm, evaluator, retriever, options, settings))

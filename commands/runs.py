@@ -1,7 +1,9 @@
-"""``kernelskill runs list | show RUN | report RUN | sql RUN QUERY``: the run store and its analysis."""
+"""``kernelskill runs list | show | report | sql``: the run store and its analysis; ``pending | answer |
+resume | export | import``: split runs (LLM steps answered through files, GPU steps on another machine)."""
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
 import click
@@ -100,3 +102,213 @@ def sql_cmd(ctx, run: str, query: str) -> None:
         console().print(table)
 
     emit(ctx, data, render)
+
+
+# Split runs: pending, answer, resume, export, import ----------------------------------------------
+@runs.command("pending")
+@click.argument("run")
+@common_options
+def pending_cmd(ctx, run: str) -> None:
+    """What RUN waits for: LLM steps (role, prompt file) and the GPU step it is paused before."""
+    from kernelskill.pipeline.runs import pending_steps
+
+    r = _store(ctx).open(run)
+    rows = pending_steps(r)
+
+    def render(items: list[dict[str, Any]]) -> None:
+        from rich.table import Table
+
+        if not items:
+            console().print(f"run {r.id} ({r.status()}) waits for nothing")
+            return
+        table = Table("id", "side", "role", "expects", "prompt / candidate")
+        for p in items:
+            table.add_row(p["id"], p["side"], p.get("role") or "-", p.get("expects") or "-",
+                          p.get("prompt") or p.get("candidate") or p.get("note") or "-")
+        console().print(table)
+
+    emit(ctx, rows, render)
+
+
+@runs.command("answer")
+@click.argument("run")
+@click.argument("request_id")
+@click.argument("answer_file", type=click.File("r", encoding="utf-8"))
+@common_options
+def answer_cmd(ctx, run: str, request_id: str, answer_file) -> None:
+    """Answer the LLM step REQUEST_ID of RUN with the text of ANSWER_FILE (`-`: stdin).
+
+    The answer is checked like an API answer of that role; an unusable one is refused with the reason
+    and nothing is stored (the run stays paused)."""
+    from kernelskill.errors import KernelskillError
+    from kernelskill.pipeline.agents import check_answer
+    from kernelskill.pipeline.exchange import Answer, Exchange
+
+    r = _store(ctx).open(run)
+    exchange = Exchange(r.path)
+    request = exchange.request(request_id)
+    if request.kind != "llm":
+        raise KernelskillError(f"run {r.id}: {request_id} is a {request.kind} step (the GPU side answers it)")
+    if exchange.answer_for(request.id) is not None or r.log.find(request.id, "llm_call") is not None:
+        raise KernelskillError(f"run {r.id}: request {request_id} is already answered")
+    name = getattr(answer_file, "name", "<stdin>")
+    text = answer_file.read()
+    reason = check_answer(request.expects, text)
+    if reason:
+        raise KernelskillError(f"{name}: not a usable {request.role} answer for {request_id}: {reason} "
+                               "(nothing stored; the run still waits for it)")
+    exchange.put_answer(Answer(id=request.id, text=r.log.scrub(text), answered_by="kernelskill runs answer"))
+    from kernelskill.commands.optimize import cli_prefix
+
+    data = {"run": r.id, "request": request.id, "role": request.role, "stored": True,
+            "next": f"{cli_prefix(ctx)} runs resume {r.id}"}
+    emit(ctx, data, lambda d: console().print(f"stored the {d['role']} answer for {d['request']}; continue with "
+                                              f"`{d['next']}`"))
+
+
+@runs.command("resume")
+@click.argument("run", required=False)
+@click.option("--all", "all_dir", type=click.Path(path_type=Path, file_okay=False), default=None,
+              help="Advance every run in this folder (their pending GPU steps are evaluated together).")
+@click.option("--stop-before", "stop_before", type=click.Choice(["gpu", "llm"]), multiple=True,
+              help="Pause before the first step of that side.")
+@click.option("--rounds", type=click.IntRange(0, 1000), default=None, help="Change the number of rounds.")
+@click.option("--llm", "provider", type=click.Choice(["openai", "replay", "exchange"]), default=None,
+              help="LLM provider for the resumed run(s) (default: the one the run was started with).")
+@click.option("--model", default=None, help="LLM model name.")
+@click.option("--base-url", default=None, help="OpenAI-compatible endpoint.")
+@click.option("--evaluator", "evaluator_spec", default=None, metavar="MODULE:ATTR",
+              help="Evaluator instead of the local harness.")
+@click.option("--retriever", "retriever_spec", default=None, metavar="MODULE:ATTR",
+              help="Retriever instead of kernelskill.query.")
+@common_options
+def resume_cmd(ctx, run: str | None, all_dir: Path | None, stop_before: tuple[str, ...], rounds: int | None,
+               provider: str | None, model: str | None, base_url: str | None, evaluator_spec: str | None,
+               retriever_spec: str | None) -> None:
+    """Continue RUN (or every run in --all DIR) until it finishes or needs the other side."""
+    from kernelskill.commands import optimize as opt
+    from kernelskill.errors import KernelskillError
+    from kernelskill.pipeline.runs import RunStore
+
+    if (run is None) == (all_dir is None):
+        raise KernelskillError("runs resume: give one RUN or --all DIR")
+    settings = ctx.settings(**opt.llm_overrides(model, base_url, provider))
+    stops = sorted(set(stop_before))
+    if run is not None:
+        r = _store(ctx).open(run)
+        options = opt.resumed_options(r, settings, stops, rounds, None, provider)
+        llm = opt.make_llm(settings, stops)
+        evaluator = opt.make_evaluator(settings, evaluator_spec, stops)
+        retriever = opt.make_retriever(settings, retriever_spec)
+        opt.report_result(ctx, r, opt.execute(ctx, r, llm, evaluator, retriever, options, settings))
+        return
+    assert all_dir is not None
+    rows = resume_all(ctx, RunStore(all_dir), settings, stops, rounds, provider, evaluator_spec, retriever_spec)
+
+    def render(items: list[dict[str, Any]]) -> None:
+        from rich.table import Table
+
+        table = Table("run", "status", "rounds", "best", "waits for / error")
+        for row in items:
+            table.add_row(row["run"], row["status"], str(row.get("rounds") or 0),
+                          f"{row['best_speedup']:.3f}x" if row.get("best_speedup") else "-",
+                          row.get("waiting") or row.get("error") or "")
+        console().print(table if items else f"no runs in {all_dir}")
+
+    emit(ctx, rows, render)
+    if any(row["status"] == "error" for row in rows):
+        raise SystemExit(2)
+    if any(row["status"] == "paused" for row in rows):
+        raise SystemExit(3)
+
+
+def resume_all(ctx, store, settings, stops: list[str], rounds: int | None, provider: str | None,
+               evaluator_spec: str | None, retriever_spec: str | None) -> list[dict[str, Any]]:
+    """Advance every unfinished run of ``store``: each goes on through its LLM side up to its next GPU
+    step, then all pending GPU steps are evaluated together (one batch, builds in parallel), and again,
+    until every run has finished or waits for something this machine cannot give."""
+    import logging
+
+    from kernelskill.commands import optimize as opt
+    from kernelskill.errors import KernelskillError
+    from kernelskill.pipeline import gpu_side
+    from kernelskill.pipeline.loop import Loop
+
+    log = logging.getLogger(__name__)
+    runs = [r for r in store.list() if r.status() != "finished"]
+    if not runs:
+        return [{"run": r.id, "status": "finished", "rounds": None} for r in store.list()]
+    batch_gpu = "gpu" not in stops
+    evaluator = opt.make_evaluator(settings, evaluator_spec, ["gpu"])  # checked below
+    if batch_gpu:
+        try:
+            evaluator.check()
+        except KernelskillError as exc:
+            log.warning("GPU steps stay pending: %s", exc)
+            batch_gpu = False
+    batcher = evaluator if evaluator_spec else gpu_side.HarnessGPU(build_jobs=settings.harness.build_jobs or None)
+    loop_stops = sorted(set(stops) | {"gpu"})  # GPU steps wait for the batch
+    retriever = opt.make_retriever(settings, retriever_spec)
+    options = {r.id: opt.resumed_options(r, settings, loop_stops, rounds, None, provider) for r in runs}
+    opt.make_llm(settings, loop_stops if "llm" in stops else [])  # the endpoint check, once
+    gpu = {"name": "NVIDIA GPU", "arch": settings.arch, "notes": ""}
+    results: dict[str, Any] = {}
+    errors: dict[str, str] = {}
+    while True:
+        for r in runs:
+            if r.id in errors or r.status() == "finished":
+                continue
+            try:
+                results[r.id] = Loop(r, opt.make_llm(settings, [], check=False), evaluator, retriever,
+                                     options[r.id], gpu=gpu).execute()
+            except KernelskillError as exc:
+                errors[r.id] = str(exc)
+        if not batch_gpu:
+            break
+        done = gpu_side.evaluate_pending([r for r in runs if r.id not in errors], batcher)
+        if not any(not str(row["status"]).startswith(("error", "skipped")) for row in done):
+            break
+    rows = []
+    for r in runs:
+        res = results.get(r.id)
+        row: dict[str, Any] = {"run": r.id, "status": "error" if r.id in errors else (res.status if res else r.status()),
+                               "rounds": res.rounds_done if res else None,
+                               "best_speedup": (res.best or {}).get("speedup") if res else None}
+        if r.id in errors:
+            row["error"] = errors[r.id]
+        elif res is not None and res.status == "paused":
+            row["waiting"] = opt.waiting_message(ctx, r)
+        rows.append(row)
+    return rows
+
+
+@runs.command("export")
+@click.argument("run")
+@click.option("-o", "--output", type=click.Path(path_type=Path, dir_okay=False), default=None,
+              help="Archive file (default ./<run>.kernelskill-run.tar.gz).")
+@common_options
+def export_cmd(ctx, run: str, output: Path | None) -> None:
+    """Pack RUN into one archive for another machine (refused if the folder is not portable)."""
+    from kernelskill.pipeline.portable import export_run
+
+    r = _store(ctx).open(run)
+    archive = export_run(r.path, output)
+    emit(ctx, {"run": r.id, "archive": str(archive)}, lambda d: console().print(f"exported {d['run']} to {d['archive']}"))
+
+
+@runs.command("import")
+@click.argument("archive", type=click.Path(path_type=Path, dir_okay=False))
+@click.option("--into", type=click.Path(path_type=Path, file_okay=False), default=None,
+              help="Runs folder to import into (default: this home's runs folder).")
+@click.option("--replace", is_flag=True, default=False,
+              help="Take back a run that exists here (only when the archive's log extends the local one).")
+@common_options
+def import_cmd(ctx, archive: Path, into: Path | None, replace: bool) -> None:
+    """Unpack a run archive (from `runs export`) into the runs folder."""
+    from kernelskill.pipeline.portable import import_run
+    from kernelskill.pipeline.runs import Run
+
+    dest = import_run(archive, into or ctx.settings().runs_dir, replace=replace, require=("run.json",))
+    r = Run(dest)
+    emit(ctx, {"run": r.id, "path": str(dest), "status": r.status()},
+         lambda d: console().print(f"imported {d['run']} ({d['status']}) into {d['path']}"))

@@ -84,6 +84,38 @@ def extract_code(text: str) -> tuple[str | None, str]:
     return code, ""
 
 
+# The expected shape of an answer, as stored with a request (the ``exchange`` provider) ----------------
+def code_expects() -> dict[str, Any]:
+    return {"kind": "code", "defines": "ModelNew",
+            "how": "the whole Python file in one ```python block that defines class ModelNew"}
+
+
+def json_expects(schema: dict[str, Any], method_in: list[str] | None = None) -> dict[str, Any]:
+    out: dict[str, Any] = {"kind": "json", "schema": schema, "how": "one JSON object matching the schema"}
+    if method_in is not None:
+        out["method_in"] = list(method_in)
+        out["how"] += "; `method` must be one of the permitted methods"
+    return out
+
+
+def check_answer(expects: dict[str, Any], text: str) -> str:
+    """Why ``text`` is not a usable answer of that shape ("" when it is): the same parsers and rules
+    that the roles apply to an API answer (code defining ModelNew; JSON valid under the role's schema;
+    a planner's method from the permitted list)."""
+    kind = expects.get("kind")
+    if kind == "code":
+        return extract_code(text)[1]
+    if kind == "json":
+        value, reason = parse_json_answer(text, expects.get("schema") or {"type": "object"})
+        if value is None:
+            return reason
+        allowed = expects.get("method_in")
+        if allowed is not None and value.get("method") not in allowed:
+            return f"`{value.get('method')}` is not in the permitted list; choose one of: {', '.join(allowed)}"
+        return ""
+    return "" if text.strip() else "the answer was empty"
+
+
 class CodeAnswer(BaseModel):
     code: str | None
     reason: str = ""
@@ -119,32 +151,33 @@ class Agents:
         self.llm = llm
         self.gpu = gpu or {"name": "NVIDIA H200", "arch": "sm_90", "notes": ""}
 
-    def _ask(self, role: str, messages: list[dict[str, str]], step: str, round_: int | None) -> str:
-        return self.llm.chat(role, messages, step=step, round_=round_).text
+    def _ask(self, role: str, messages: list[dict[str, str]], step: str, round_: int | None,
+             expects: dict[str, Any] | None = None) -> str:
+        return self.llm.chat(role, messages, step=step, round_=round_, expects=expects).text
 
     def _code(self, role: str, step: str, round_: int | None, **context: Any) -> CodeAnswer:
         messages = messages_for(role, gpu=self.gpu, **context)
-        text = self._ask(role, messages, f"{step}.1", round_)
+        text = self._ask(role, messages, f"{step}.1", round_, code_expects())
         code, reason = extract_code(text)
         if code is not None:
             return CodeAnswer(code=code)
         messages = messages + [{"role": "assistant", "content": text}, {"role": "user", "content": (
             f"That answer could not be used: {reason}. Return the whole file in one ```python block "
             "that defines class ModelNew.")}]
-        code, reason2 = extract_code(self._ask(role, messages, f"{step}.2", round_))
+        code, reason2 = extract_code(self._ask(role, messages, f"{step}.2", round_, code_expects()))
         return CodeAnswer(code=code, reason="" if code else reason2, asks=2)
 
     def _json(self, role: str, schema: dict[str, Any], step: str, round_: int | None,
               **context: Any) -> tuple[dict[str, Any] | None, str]:
         messages = messages_for(role, gpu=self.gpu, **context)
-        text = self._ask(role, messages, f"{step}.1", round_)
+        text = self._ask(role, messages, f"{step}.1", round_, json_expects(schema))
         value, reason = parse_json_answer(text, schema)
         if value is not None:
             return value, ""
         messages = messages + [{"role": "assistant", "content": text}, {"role": "user", "content": (
             f"That answer could not be used: {reason}. Reply with one JSON object matching "
             f"{json.dumps(schema)}")}]
-        return parse_json_answer(self._ask(role, messages, f"{step}.2", round_), schema)
+        return parse_json_answer(self._ask(role, messages, f"{step}.2", round_, json_expects(schema)), schema)
 
     # roles ------------------------------------------------------------------------------------
     def generate(self, *, step: str, round_: int, task_source: str, memory: dict[str, Any]) -> CodeAnswer:
@@ -179,8 +212,8 @@ class Agents:
                                     kernel_source=kernel_source, parent_speedup=parent_speedup, query=query,
                                     permitted=permitted, filtered=filtered,
                                     forbidden=query.get("forbidden", []), memory=memory, rejection=rejection)
-            value, reason = parse_json_answer(self._ask("planner", messages, f"{step}.{ask}", round_),
-                                              PLAN_SCHEMA)
+            value, reason = parse_json_answer(self._ask("planner", messages, f"{step}.{ask}", round_,
+                                                        json_expects(PLAN_SCHEMA, ids)), PLAN_SCHEMA)
             if value is not None and value["method"] in ids:
                 return PlanDecision(method=value["method"], plan=value["plan"],
                                     rationale=value.get("rationale", ""), asks=ask, rejections=rejections)

@@ -27,6 +27,8 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
+from kernelskill.errors import KernelskillError
+
 log = logging.getLogger(__name__)
 
 Kind = Literal["llm", "gpu"]
@@ -34,7 +36,7 @@ EXCHANGE_DIR = "exchange"
 _ID_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.\-]{0,127}$")
 
 
-class ExchangeError(Exception):
+class ExchangeError(KernelskillError):
     """A request or answer that cannot be accepted; the message says why."""
 
 

@@ -7,7 +7,11 @@
 - a call made for a ``step`` that the log already answers is served from the log, never re-requested
   (this is how ``--resume`` avoids paying twice);
 - ``provider = "replay"`` answers every step from another recorded run (``base_url`` names that run's
-  folder), so a trajectory can be re-run at no cost.
+  folder), so a trajectory can be re-run at no cost;
+- ``provider = "exchange"`` needs no key or endpoint: each request is posted into the run folder
+  (``exchange/<step>.prompt.md`` + ``.request.json``, with the expected answer shape) and the run pauses
+  (:class:`~kernelskill.pipeline.runs.Paused`) until ``kernelskill runs answer`` stores an answer.
+  An answer file in ``exchange/`` answers its step whatever the provider of the resumed run.
 """
 
 from __future__ import annotations
@@ -24,7 +28,8 @@ from pydantic import BaseModel, Field
 
 from kernelskill.config import LLMSettings
 from kernelskill.errors import KernelskillError
-from kernelskill.pipeline.runs import EVENTS, EventLog
+from kernelskill.pipeline.exchange import Exchange, Request
+from kernelskill.pipeline.runs import EVENTS, EventLog, Paused
 
 log = logging.getLogger(__name__)
 
@@ -88,6 +93,9 @@ class LLMClient:
         self._auto_step = 0
         #: called with the step id before a request that the log cannot answer (the loop's stop points)
         self.before_request: Callable[[str], None] | None = None
+        #: the expected answer shape and round of the request being made (read by file providers)
+        self.pending_expects: dict[str, Any] | None = None
+        self.pending_round: int | None = None
         if self.provider == "replay" and replay_from is None:
             raise KernelskillError("llm.provider replay: llm.base_url must name the recorded run folder")
         if self.provider not in ("openai", "replay", *PROVIDERS):
@@ -122,7 +130,7 @@ class LLMClient:
 
     def check_endpoint(self, timeout_s: float = 5.0) -> None:
         """One cheap request (models.list) so a bad endpoint fails before any work starts."""
-        if self.provider == "replay":
+        if self.provider == "replay" or self.provider in PROVIDERS:  # no endpoint to reach
             return
         import openai
 
@@ -140,7 +148,10 @@ class LLMClient:
 
     # Chat ------------------------------------------------------------------------------------
     def chat(self, role: str, messages: list[dict[str, str]], *, step: str | None = None,
-             round_: int | None = None, **kw: Any) -> LLMResponse:
+             round_: int | None = None, expects: dict[str, Any] | None = None, **kw: Any) -> LLMResponse:
+        """One answer for ``step``: from the run's log, from an answer file in its ``exchange/`` folder,
+        or from the provider. ``expects`` (the answer's shape, see ``agents.code_expects``) travels with
+        an exchange request so that whoever answers knows what is asked and ``runs answer`` can check it."""
         if step is None:
             self._auto_step += 1
             step = f"call.{role}.{self._auto_step}"
@@ -148,9 +159,13 @@ class LLMClient:
         if recorded is not None:
             self.totals.calls += 1
             return _response_from_event(recorded, from_log=True)
-        if self.before_request is not None:
+        answered = self._exchange_answer(step)
+        if answered is None and self.before_request is not None:
             self.before_request(step)
-        if self.provider == "replay":
+        self.pending_expects, self.pending_round = expects, round_
+        if answered is not None:
+            response = answered
+        elif self.provider == "replay":
             response = self._replay(step)
         elif self.provider in PROVIDERS:
             response = PROVIDERS[self.provider](self, role, messages, step)
@@ -174,6 +189,16 @@ class LLMClient:
                 "request_id": response.request_id, "attempts": response.attempts, "faults": response.faults,
             }, step=step, round_=round_)
         return response
+
+    def _exchange(self) -> Exchange | None:
+        return Exchange(self.log.path.parent) if self.log is not None else None
+
+    def _exchange_answer(self, step: str) -> LLMResponse | None:
+        exchange = self._exchange()
+        answer = exchange.answer_for(step) if exchange is not None else None
+        if answer is None or answer.text is None:
+            return None
+        return LLMResponse(text=answer.text, provider="exchange", request_id=f"exchange:{step}")
 
     def _replay(self, step: str) -> LLMResponse:
         assert self.replay_from is not None
@@ -253,6 +278,45 @@ class LLMClient:
                 f"That answer was not usable: {reason}. Reply with one JSON object only, matching "
                 f"this JSON schema:\n{json.dumps(schema)}")}]
         raise LLMError(f"llm: {role} ({step}): no valid JSON after a retry: {reason}")
+
+
+# The exchange provider: a person or another agent answers through files -------------------------
+def prompt_markdown(role: str, step: str, messages: list[dict[str, str]], expects: dict[str, Any] | None,
+                    answer_command: str) -> str:
+    """A request as a person reads it: what to answer, in which shape, then the conversation."""
+    expects = expects or {}
+    lines = [f"# kernelskill asks the {role} (step `{step}`)", "",
+             f"Answer with {expects.get('how', 'plain text')}.", ""]
+    if expects.get("kind") == "json":
+        lines += ["Schema of the answer:", "", "```json", json.dumps(expects.get("schema", {}), indent=2), "```", ""]
+    if expects.get("method_in"):
+        lines += ["Permitted methods: " + ", ".join(f"`{m}`" for m in expects["method_in"]), ""]
+    lines += [f"Store the answer with `{answer_command}` (`-` reads stdin); it is checked like an API "
+              "answer and refused with the reason when it does not fit.", ""]
+    for message in messages:
+        lines += [f"## {message['role']}", "", str(message.get("content", "")).rstrip(), ""]
+    return "\n".join(lines)
+
+
+def exchange_provider(client: LLMClient, role: str, messages: list[dict[str, str]], step: str) -> LLMResponse:
+    """Post the request into the run's ``exchange/`` folder and pause the run until it is answered
+    (an answer already there is served by :meth:`LLMClient.chat` before any provider is asked)."""
+    exchange = client._exchange()
+    if exchange is None:
+        raise KernelskillError("llm.provider exchange: the client has no run folder to post requests into")
+    run_id = exchange.run_dir.name
+    command = f"kernelskill runs answer {run_id} {step} ANSWER_FILE"
+    expects = client.pending_expects or {}
+    scrub = client.log.scrub if client.log is not None else (lambda v: v)
+    request = Request(id=step, kind="llm", role=role, expects=expects,
+                      payload=scrub({"round": client.pending_round, "messages": messages}))
+    exchange.post(request, prompt=scrub(prompt_markdown(role, step, messages, expects, command)))
+    raise Paused(step, "llm", {"type": "llm", "step": step, "role": role,
+                               "prompt": f"exchange/{step}.prompt.md", "request": f"exchange/{step}.request.json",
+                               "expects": expects.get("kind", "text")})
+
+
+PROVIDERS["exchange"] = exchange_provider
 
 
 # Helpers ---------------------------------------------------------------------------------------

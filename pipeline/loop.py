@@ -31,21 +31,13 @@ from kernelskill.errors import KernelskillError
 from kernelskill.pipeline.agents import Agents, PlanDecision
 from kernelskill.pipeline.llm import LLMClient
 from kernelskill.pipeline.memory import Attempt, Memory, Repair, diff_summary
-from kernelskill.pipeline.runs import SIDE, Run, gpu_request, markdown_report, run_gpu_step
+from kernelskill.pipeline.runs import SIDE, Paused, Run, gpu_request, markdown_report, run_gpu_step
+
+__all__ = ["Paused", "Loop", "LoopOptions", "LoopResult", "HarnessEvaluator", "KBRetriever"]
 
 log = logging.getLogger(__name__)
 
 PARENT_RULES = ("best", "latest_improving")
-
-
-class Paused(KernelskillError):
-    """The loop stopped before a step of a side it was told not to run."""
-
-    exit_code = 3
-
-    def __init__(self, step: str, side: str, request: dict[str, Any] | None = None) -> None:
-        super().__init__(f"paused before {side} step {step}")
-        self.step, self.side, self.request = step, side, request
 
 
 class LoopOptions(BaseModel):

@@ -8,13 +8,17 @@ Standard library only.
 
 from __future__ import annotations
 
+import json
 import logging
 import os
 import re
+import shutil
 import socket
 import tarfile
 from dataclasses import dataclass
 from pathlib import Path
+
+from kernelskill.errors import KernelskillError
 
 log = logging.getLogger(__name__)
 
@@ -25,9 +29,10 @@ _SECRET_PATTERNS = [
     re.compile(r"(?i)\"?(api[_-]?key|authorization|bearer)\"?\s*[:=]\s*\"?(?!null|none|\"\")[A-Za-z0-9_\-\.]{12,}"),
 ]
 _SKIP_DIRS = {"__pycache__", "build", ".cache"}
+_SKIP_FILES = {".lock"}  # the run's process lock: per machine, never carried
 
 
-class PortabilityError(Exception):
+class PortabilityError(KernelskillError):
     """The run folder or archive cannot be carried; the message names the file."""
 
 
@@ -53,6 +58,8 @@ def _files(run_dir: Path):
     for root, dirs, files in os.walk(run_dir):
         dirs[:] = sorted(d for d in dirs if d not in _SKIP_DIRS)
         for name in sorted(files):
+            if name in _SKIP_FILES or name.endswith((".tmp", ".part")) or name.startswith(".import-"):
+                continue
             yield Path(root) / name
 
 
@@ -82,11 +89,45 @@ def check_portable(run_dir: Path) -> list[Finding]:
     return findings
 
 
+def _inside(run_dir: Path, rel: str) -> bool:
+    if not rel or Path(rel).is_absolute() or ".." in Path(rel).parts:
+        return False
+    return (run_dir / rel).is_file()
+
+
+def check_self_contained(run_dir: Path) -> list[Finding]:
+    """A run folder (one with ``run.json``) holds its task and every candidate its log names, by
+    relative path. Folders without a manifest are not checked here."""
+    run_dir = Path(run_dir)
+    manifest = run_dir / "run.json"
+    if not manifest.is_file():
+        return []
+    findings: list[Finding] = []
+    try:
+        task = json.loads(manifest.read_text(encoding="utf-8")).get("task") or "task.py"
+    except json.JSONDecodeError as exc:
+        return [Finding("run.json", exc.lineno, f"invalid JSON: {exc.msg}")]
+    if not _inside(run_dir, str(task)):
+        findings.append(Finding("run.json", 1, f"the task {task!r} is not a file inside the run folder"))
+    events = run_dir / "events.jsonl"
+    if events.is_file():
+        for lineno, line in enumerate(events.read_text(encoding="utf-8").splitlines(), 1):
+            try:
+                data = json.loads(line).get("data") or {}
+            except (json.JSONDecodeError, AttributeError):
+                continue  # a torn last line is the run store's business
+            for key in ("candidate", "csv"):
+                rel = data.get(key)
+                if isinstance(rel, str) and rel and not _inside(run_dir, rel):
+                    findings.append(Finding("events.jsonl", lineno, f"{key} {rel!r} is not a file inside the run"))
+    return findings
+
+
 def export_run(run_dir: Path, archive: Path | None = None) -> Path:
     run_dir = Path(run_dir)
     if not run_dir.is_dir():
         raise PortabilityError(f"{run_dir}: no such run folder")
-    findings = check_portable(run_dir)
+    findings = check_portable(run_dir) + check_self_contained(run_dir)
     if findings:
         raise PortabilityError(f"{run_dir.name}: not portable: {findings[0]}"
                                + (f" (+{len(findings) - 1} more)" if len(findings) > 1 else ""))
@@ -119,19 +160,35 @@ def _safe_members(tar: tarfile.TarFile, archive: Path) -> tuple[str, list[tarfil
     return tops.pop(), members
 
 
-def import_run(archive: Path, runs_dir: Path) -> Path:
-    """Unpack an exported run under ``runs_dir``; returns the run folder."""
+def _log_extends(old: Path, new: Path) -> bool:
+    """Whether the event log in ``new`` holds every event of ``old`` (it is ``old`` plus more lines)."""
+    old_log, new_log = old / "events.jsonl", new / "events.jsonl"
+    if not old_log.is_file():
+        return True
+    return new_log.is_file() and new_log.read_bytes().startswith(old_log.read_bytes())
+
+
+def import_run(archive: Path, runs_dir: Path, *, replace: bool = False, require: tuple[str, ...] = ()) -> Path:
+    """Unpack an exported run under ``runs_dir``; returns the run folder.
+
+    ``replace`` takes a run back that exists here already (carried to another machine and back): only
+    when the archive's event log extends the local one, so no recorded step is ever lost. ``require``
+    names files the run folder must hold (``run.json``); without them nothing is imported."""
     archive = Path(archive)
     if not archive.is_file():
         raise PortabilityError(f"{archive}: no such archive")
+    staging: Path | None = None
     try:
         with tarfile.open(archive, "r:gz") as tar:
             top, members = _safe_members(tar, archive)
             dest = Path(runs_dir) / top
-            if dest.exists():
-                raise PortabilityError(f"{dest}: a run with this id exists already")
+            if dest.exists() and not replace:
+                raise PortabilityError(f"{dest}: a run with this id exists already (--replace takes it back "
+                                       "when the archive extends it)")
             staging = Path(runs_dir) / f".import-{top}"
-            staging.mkdir(parents=True, exist_ok=False)
+            if staging.exists():
+                shutil.rmtree(staging)  # left by an import that was killed
+            staging.mkdir(parents=True)
             for m in members:
                 target = staging / m.name
                 if m.isdir():
@@ -142,10 +199,23 @@ def import_run(archive: Path, runs_dir: Path) -> Path:
                 assert src is not None
                 with src, open(target, "wb") as out:
                     out.write(src.read())
+        missing = [name for name in require if not (staging / top / name).is_file()]
+        if missing:
+            raise PortabilityError(f"{archive}: {top} is not a run folder (no {', '.join(missing)})")
+        if dest.exists():
+            if not _log_extends(dest, staging / top):
+                raise PortabilityError(f"{archive}: its event log does not extend the local run {top} "
+                                       "(the local run has steps the archive lacks); nothing replaced")
+            old = Path(runs_dir) / f".replaced-{top}"
+            os.replace(dest, old)
             os.replace(staging / top, dest)
-            staging.rmdir()
+            shutil.rmtree(old)
+        else:
+            os.replace(staging / top, dest)
     except (tarfile.TarError, OSError, EOFError) as exc:
         raise PortabilityError(f"{archive}: unreadable archive: {exc}") from exc
+    finally:
+        if staging is not None and staging.exists():
+            shutil.rmtree(staging, ignore_errors=True)
     log.info("imported %s into %s", top, runs_dir)
     return dest
-

@@ -55,6 +55,17 @@ STEP_KINDS = ("llm", "kb", "gpu", "loop")
 SIDE = {"llm": "llm", "kb": "llm", "gpu": "gpu", "loop": "any"}
 
 
+class Paused(KernelskillError):
+    """The loop stopped before a step of a side it was told not to run, or one that waits for an answer
+    file (the ``exchange`` LLM provider). ``request`` says what it waits for (JSON, run-relative)."""
+
+    exit_code = 3
+
+    def __init__(self, step: str, side: str, request: dict[str, Any] | None = None) -> None:
+        super().__init__(f"paused before {side} step {step}")
+        self.step, self.side, self.request = step, side, request
+
+
 def utcnow() -> str:
     return _dt.datetime.now(_dt.UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
 
@@ -124,6 +135,10 @@ class EventLog:
         if isinstance(value, list | tuple):
             return [self._clean(v) for v in value]
         return value
+
+    def scrub(self, value: Any) -> Any:
+        """``value`` with this machine's paths and host name replaced, as every event is stored."""
+        return self._clean(value)
 
     def append(self, kind: str, type_: str, data: dict[str, Any] | None = None, *,
                step: str | None = None, round_: int | None = None) -> dict[str, Any]:
@@ -310,6 +325,31 @@ def pending_request(run: Run) -> dict[str, Any] | None:
     if events and events[-1]["type"] == "run_paused":
         return events[-1]["data"]
     return None
+
+
+def pending_steps(run: Run) -> list[dict[str, Any]]:
+    """Everything a run waits for: unanswered LLM requests in its ``exchange/`` folder and the GPU (or
+    LLM) step it is paused before; one dict per step with ``id, side, role`` and where to look."""
+    from kernelskill.pipeline.exchange import Exchange
+
+    out: list[dict[str, Any]] = []
+    exchange = Exchange(run.path)
+    for req in exchange.pending("llm"):
+        if run.log.find(req.id, "llm_call") is None:
+            prompt = f"{exchange.dir.name}/{req.id}.prompt.md"
+            out.append({"id": req.id, "side": "llm", "role": req.role, "expects": req.expects.get("kind", "text"),
+                        "prompt": prompt if (run.path / prompt).is_file() else None,
+                        "request": f"{exchange.dir.name}/{req.id}.request.json"})
+    waiting = pending_request(run)
+    if waiting and waiting.get("before") not in {p["id"] for p in out}:
+        request = waiting.get("request") or {}
+        if waiting.get("side") == "gpu" and request and run.log.find(request["step"], request["type"]) is None:
+            out.append({"id": request["step"], "side": "gpu", "role": request["type"],
+                        "candidate": request.get("candidate"), "seed": request.get("seed")})
+        elif waiting.get("side") == "llm" and not request:
+            out.append({"id": waiting["before"], "side": "llm", "role": None, "prompt": None,
+                        "note": "stopped before the LLM side: resume it where the LLM (or the exchange) is"})
+    return out
 
 
 # Analysis with DuckDB -------------------------------------------------------------------------
