@@ -139,28 +139,30 @@ def make_retriever(settings: Any, spec: str | None) -> Any:
     return load_object(spec) if spec else KBRetriever(settings)
 
 
-def cli_prefix(ctx: Any) -> str:
-    return "kernelskill" + (f" --home {shlex.quote(str(ctx.home))}" if ctx.home else "")
+def ks(ctx: Any, args: str) -> str:
+    """The exact command line ``kernelskill ARGS`` for this home."""
+    return f"kernelskill {args}" + (f" --home {shlex.quote(str(ctx.home))}" if ctx.home else "")
 
 
 def waiting_message(ctx: Any, run: Any) -> str:
     """One line: what a paused run waits for and the exact command that supplies it."""
     from kernelskill.pipeline.runs import pending_steps
 
-    ks, rid = cli_prefix(ctx), shlex.quote(run.id)
+    rid = shlex.quote(run.id)
+    resume = ks(ctx, f"runs resume {rid}")
     steps = pending_steps(run)
     if not steps:
-        return f"run {run.id} is paused; continue with `{ks} runs resume {rid}`"
+        return f"run {run.id} is paused; continue with `{resume}`"
     step = steps[0]
     if step["side"] == "llm" and step.get("prompt"):
+        answer = ks(ctx, f"runs answer {rid} {step['id']} ANSWER_FILE")
         return (f"run {run.id} waits for the {step['role']} answer of LLM step {step['id']}: read "
-                f"{run.path / step['prompt']}, then `{ks} runs answer {rid} {step['id']} ANSWER_FILE` "
-                f"and `{ks} runs resume {rid}`")
+                f"{run.path / step['prompt']}, then `{answer}` and `{resume}`")
     if step["side"] == "llm":
-        return f"run {run.id} waits for LLM step {step['id']}: `{ks} runs resume {rid}` on the LLM side"
+        return f"run {run.id} waits for LLM step {step['id']}: `{resume}` on the LLM side"
     return (f"run {run.id} waits for GPU step {step['id']} ({step['role']} {step.get('candidate')}): on a GPU "
             f"machine `python -m kernelskill.pipeline.gpu_side {shlex.quote(str(run.path.parent))}` (carry it with "
-            f"`{ks} runs export {rid}`), or `{ks} runs resume {rid}` where CUDA is")
+            f"`{ks(ctx, f'runs export {rid}')}`), or `{resume}` where CUDA is")
 
 
 def execute(ctx: Any, run: Any, llm: Any, evaluator: Any, retriever: Any, options: Any, settings: Any,
@@ -173,10 +175,10 @@ def execute(ctx: Any, run: Any, llm: Any, evaluator: Any, retriever: Any, option
         with live:
             return Loop(run, llm, evaluator, retriever, options, gpu=gpu, on_progress=live.update).execute()
     except KeyboardInterrupt:
-        click.echo(f"interrupted: resume with `{cli_prefix(ctx)} runs resume {run.id}`", err=True)
+        click.echo(f"interrupted: resume with `kernelskill optimize --resume {run.id}`", err=True)
         sys.exit(130)
     except KernelskillError as exc:
-        raise KernelskillError(f"{exc} (run {run.id}; resume with `{cli_prefix(ctx)} runs resume {run.id}`)",
+        raise KernelskillError(f"{exc} (run {run.id}; resume with --resume {run.id})",
                                exit_code=exc.exit_code) from exc
 
 

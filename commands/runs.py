@@ -158,12 +158,12 @@ def answer_cmd(ctx, run: str, request_id: str, answer_file) -> None:
         raise KernelskillError(f"{name}: not a usable {request.role} answer for {request_id}: {reason} "
                                "(nothing stored; the run still waits for it)")
     exchange.put_answer(Answer(id=request.id, text=r.log.scrub(text), answered_by="kernelskill runs answer"))
-    from kernelskill.commands.optimize import cli_prefix
+    from kernelskill.commands.optimize import ks
 
     data = {"run": r.id, "request": request.id, "role": request.role, "stored": True,
-            "next": f"{cli_prefix(ctx)} runs resume {r.id}"}
-    emit(ctx, data, lambda d: console().print(f"stored the {d['role']} answer for {d['request']}; continue with "
-                                              f"`{d['next']}`"))
+            "next": ks(ctx, f"runs resume {r.id}")}
+    emit(ctx, data, lambda d: click.echo(f"stored the {d['role']} answer for {d['request']}; continue with "
+                                         f"`{d['next']}`"))
 
 
 @runs.command("resume")
@@ -293,7 +293,7 @@ def export_cmd(ctx, run: str, output: Path | None) -> None:
 
     r = _store(ctx).open(run)
     archive = export_run(r.path, output)
-    emit(ctx, {"run": r.id, "archive": str(archive)}, lambda d: console().print(f"exported {d['run']} to {d['archive']}"))
+    emit(ctx, {"run": r.id, "archive": str(archive)}, lambda d: click.echo(f"exported {d['run']} to {d['archive']}"))
 
 
 @runs.command("import")
@@ -311,4 +311,4 @@ def import_cmd(ctx, archive: Path, into: Path | None, replace: bool) -> None:
     dest = import_run(archive, into or ctx.settings().runs_dir, replace=replace, require=("run.json",))
     r = Run(dest)
     emit(ctx, {"run": r.id, "path": str(dest), "status": r.status()},
-         lambda d: console().print(f"imported {d['run']} ({d['status']}) into {d['path']}"))
+         lambda d: click.echo(f"imported {d['run']} ({d['status']}) into {d['path']}"))
