@@ -1,0 +1,106 @@
+"""``python -m kernelskill.pipeline.gpu_side`` as it runs on a bare GPU box: in a subprocess where
+pydantic, click, rich, jinja2, duckdb, chromadb, openai and yaml cannot be imported, with the real
+harness (its CPU mode here, a pure-PyTorch candidate; there is no GPU on this machine), on a run that
+the planning side paused before its GPU step. The planning side's resume picks the result up."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+from kernelskill.config import LLMSettings
+from kernelskill.pipeline.llm import LLMClient
+from kernelskill.pipeline.loop import Loop, LoopOptions
+from kernelskill.pipeline.runs import RunStore, pending_request
+from tests.openai_test_server import ScriptedOpenAI
+from tests.test_loop_helpers import StandInRetriever, fenced
+
+BLOCKED = ("pydantic", "click", "rich", "jinja2", "duckdb", "chromadb", "openai", "yaml", "sentence_transformers")
+
+BARE_BOX = textwrap.dedent(f"""
+    import importlib.abc, runpy, sys
+
+    class NotOnTheGpuBox(importlib.abc.MetaPathFinder):
+        def find_spec(self, name, path=None, target=None):
+            if name.split(".")[0] in {BLOCKED!r}:
+                raise ImportError(f"{{name}} is not installed on the GPU box")
+            return None
+
+    sys.meta_path.insert(0, NotOnTheGpuBox())
+    sys.argv = ["gpu_side", *sys.argv[1:]]
+    try:
+        runpy.run_module("kernelskill.pipeline.gpu_side", run_name="__main__")
+    finally:
+        loaded = sorted(m for m in sys.modules if m.split(".")[0] in {BLOCKED!r})
+        print("LOADED", loaded, file=sys.stderr)
+""")
+
+TASK = '''import torch
+
+
+class Model(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+
+    def forward(self, a, b):
+        return a + b
+
+
+def get_inputs():
+    return [torch.rand(64, 256), torch.rand(64, 256)]
+
+
+def get_init_inputs():
+    return []
+'''
+CANDIDATE = ("import torch\n\n\nclass ModelNew(torch.nn.Module):\n    def forward(self, a, b):\n"
+             "        return torch.sub(a, torch.neg(b))\n")
+
+
+def bare_box(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
+    env = {"PATH": "/usr/bin:/bin", "HOME": str(cwd)}
+    return subprocess.run([sys.executable, "-c", BARE_BOX, *args], capture_output=True, text=True, env=env,
+                          cwd=cwd, timeout=300)
+
+
+def test_gpu_side_imports_only_torch_and_stdlib(tmp_path: Path) -> None:
+    done = bare_box(str(tmp_path), "--dry-run", cwd=tmp_path)
+    assert done.returncode == 0, done.stderr
+    assert "no pending GPU steps" in done.stdout
+    assert "LOADED []" in done.stderr
+
+
+def test_gpu_side_evaluates_a_paused_run_with_the_real_harness(tmp_path: Path) -> None:
+    task = tmp_path / "add.py"
+    task.write_text(TASK)
+    options = LoopOptions(rounds=0, stop_before=["gpu"])
+    store = RunStore(tmp_path / "runs")
+    run = store.create(task, {"model": "test-model", "options": options.model_dump(exclude={"stop_before"}),
+                              "harness": {"timing_trials": 10, "correctness_trials": 2}})
+    settings = LLMSettings(model="test-model", api_key="sk-test", max_retries=0)
+    with ScriptedOpenAI({"r00.generate.1": [fenced(CANDIDATE)]}) as server:
+        settings.base_url = server.base_url
+        paused = Loop(run, LLMClient.from_settings(settings), None, StandInRetriever(), options).execute()
+    assert paused.status == "paused" and pending_request(run)["request"]["step"] == "r00.eval"
+
+    done = bare_box(str(tmp_path / "runs"), "--allow-cpu", "--json", cwd=tmp_path)
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert "LOADED []" in done.stderr  # the run store, the harness, torch: nothing of the planning side
+    [row] = json.loads(done.stdout)
+    assert row["step"] == "r00.eval" and row["status"] == "ok" and row["speedup"] > 0
+
+    # the planning side resumes as if the evaluation had run there: the recorded result is used
+    again = store.open(run.id)
+    event = again.log.find("r00.eval", "eval")
+    assert event["kind"] == "gpu" and event["data"]["result"]["speedup"] == row["speedup"]
+    assert event["data"]["candidate"] == "candidates/r00.generate.py"
+    assert str(tmp_path) not in (again.path / "events.jsonl").read_text()
+    with ScriptedOpenAI({}) as server:
+        settings.base_url = server.base_url
+        paused = Loop(again, LLMClient.from_settings(settings), None, StandInRetriever(), options).execute()
+        assert server.steps() == []  # nothing asked twice
+    assert paused.paused_before == "gpu:verify.r00.generate"
+    assert pending_request(again)["request"]["seed"] == options.verify_seed
