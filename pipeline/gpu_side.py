@@ -25,7 +25,7 @@ from pathlib import Path
 from typing import Any
 
 from kernelskill.errors import KernelskillError
-from kernelskill.pipeline.runs import MANIFEST, Run, pending_request, run_gpu_step
+from kernelskill.pipeline.runs import MANIFEST, Run, gpu_request, pending_request, run_gpu_step
 
 log = logging.getLogger(__name__)
 
@@ -131,11 +131,30 @@ def _row(step: PendingStep, event: dict[str, Any] | None, error: str = "") -> di
             "candidate_ms": result.get("candidate_ms"), "baseline_ms": result.get("baseline_ms")}
 
 
-def evaluate_pending(runs: Iterable[Run], evaluator: Any = None) -> list[dict[str, Any]]:
+def profile_ahead_request(run: Run, request: dict[str, Any], event: dict[str, Any]) -> dict[str, Any] | None:
+    """The profile step the loop will ask for next when this evaluated candidate becomes the parent
+    (correct, and faster than every candidate accepted so far), so that one trip to the GPU box serves
+    the evaluation and the profile. None when the loop is unlikely to ask for it."""
+    result = (event.get("data") or {}).get("result") or {}
+    if request["type"] != "eval" or request["step"].startswith("verify.") or not result.get("correct"):
+        return None
+    speed = result.get("speedup")
+    best = max((e["data"].get("speedup") or 0.0 for e in run.log.of_type("attempt") if e["data"].get("accepted")),
+               default=None)
+    if best is not None and not (isinstance(speed, int | float) and speed > best):
+        return None
+    profile = gpu_request("profile", f"profile.{Path(request['candidate']).stem}", request["candidate"])
+    return None if run.log.find(profile["step"], "profile") is not None else profile
+
+
+def evaluate_pending(runs: Iterable[Run], evaluator: Any = None, *, profile_ahead: bool = False
+                     ) -> list[dict[str, Any]]:
     """Evaluate and record the pending GPU step of every run; one row per step.
 
     ``evaluator`` offers ``evaluate(task, candidate, *, seed)`` and ``profile(task, candidate)``
     (dicts, like the loop's seam); with ``evaluate_many(steps)`` too, all evaluations go as one batch.
+    ``profile_ahead`` also profiles each evaluated candidate that would become the parent
+    (:func:`profile_ahead_request`): the loop then finds its next GPU step recorded already.
     A run held by another process is skipped; a step that fails to run is reported and stays pending."""
     evaluator = evaluator if evaluator is not None else HarnessGPU()
     rows: list[dict[str, Any]] = []
@@ -154,13 +173,23 @@ def evaluate_pending(runs: Iterable[Run], evaluator: Any = None) -> list[dict[st
             batch = evaluator.evaluate_many(evals)
             log.info("evaluated %d pending candidates in one batch", len(evals))
         measured = dict(zip((id(s) for s in evals), batch, strict=True)) if batch is not None else {}
+        ahead: list[PendingStep] = []
         for step in evals + [s for s in steps if s.request["type"] != "eval"]:
             try:
                 source = _Measured(measured[id(step)]) if id(step) in measured else evaluator
-                rows.append(_row(step, run_gpu_step(step.run, step.request, source)))
+                event = run_gpu_step(step.run, step.request, source)
+                rows.append(_row(step, event))
+                follow = profile_ahead_request(step.run, step.request, event) if profile_ahead else None
+                if follow is not None:
+                    ahead.append(PendingStep(step.run, follow))
             except Exception as exc:  # noqa: BLE001 - one broken step never stops the others
                 log.warning("%s %s: %s", step.run.id, step.request["step"], exc)
                 rows.append(_row(step, None, error=f"error: {type(exc).__name__}: {exc}"))
+        for step in ahead:
+            try:
+                rows.append(_row(step, run_gpu_step(step.run, step.request, evaluator)) | {"type": "profile ahead"})
+            except Exception as exc:  # noqa: BLE001 - a profile ahead is optional: the loop asks again
+                log.warning("%s %s (ahead): %s", step.run.id, step.request["step"], exc)
     return rows
 
 
@@ -189,19 +218,35 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--allow-cpu", action="store_true", help="evaluate without CUDA (tests only)")
     parser.add_argument("--build-jobs", type=int, default=None, help="parallel builds (default: 3/4 of cores)")
     parser.add_argument("--dry-run", action="store_true", help="list the pending steps, evaluate nothing")
+    parser.add_argument("--no-profile-ahead", action="store_true",
+                        help="do not profile a candidate that would become the parent (saves ncu time, costs a trip)")
+    parser.add_argument("--import", dest="archives", nargs="+", type=Path, default=[], metavar="ARCHIVE",
+                        help="unpack these run archives (kernelskill runs export) into DIR first")
+    parser.add_argument("--export-to", type=Path, default=None, metavar="FOLDER",
+                        help="afterwards write every run under DIR back as one archive each into FOLDER")
     parser.add_argument("--json", action="store_true", help="print JSON rows instead of a table")
     parser.add_argument("-v", "--verbose", action="count", default=0)
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.WARNING - 10 * min(args.verbose, 2), stream=sys.stderr,
                         format="%(levelname)s %(name)s: %(message)s")
+    from kernelskill.pipeline.portable import ARCHIVE_SUFFIX, export_run, import_run
+
     try:
+        if args.archives and len(args.dirs) != 1:
+            raise KernelskillError("--import needs exactly one DIR to unpack into")
+        for archive in args.archives:
+            import_run(archive, args.dirs[0], replace=True, require=(MANIFEST,))
         runs = [run for d in args.dirs for run in find_runs(d)]
         if args.dry_run:
             rows = [_row(s, None, error="pending") for s in pending_gpu_steps(runs)]
         else:
             gpu = HarnessGPU(allow_cpu=args.allow_cpu, build_jobs=args.build_jobs)
             gpu.check()
-            rows = evaluate_pending(runs, gpu)
+            rows = evaluate_pending(runs, gpu, profile_ahead=not args.no_profile_ahead)
+        if args.export_to is not None:
+            args.export_to.mkdir(parents=True, exist_ok=True)
+            for run in runs:
+                export_run(run.path, args.export_to / f"{run.id}{ARCHIVE_SUFFIX}")
     except KernelskillError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return exc.exit_code

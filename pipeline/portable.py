@@ -133,11 +133,16 @@ def export_run(run_dir: Path, archive: Path | None = None) -> Path:
                                + (f" (+{len(findings) - 1} more)" if len(findings) > 1 else ""))
     archive = Path(archive) if archive else Path.cwd() / f"{run_dir.name}{ARCHIVE_SUFFIX}"
     tmp = archive.with_name(archive.name + ".part")
-    with tarfile.open(tmp, "w:gz") as tar:
-        for path in _files(run_dir):
-            arcname = f"{run_dir.name}/{path.relative_to(run_dir).as_posix()}"
-            tar.add(path, arcname=arcname, recursive=False)
-    os.replace(tmp, archive)
+    try:
+        archive.parent.mkdir(parents=True, exist_ok=True)
+        with tarfile.open(tmp, "w:gz") as tar:
+            for path in _files(run_dir):
+                arcname = f"{run_dir.name}/{path.relative_to(run_dir).as_posix()}"
+                tar.add(path, arcname=arcname, recursive=False)
+        os.replace(tmp, archive)
+    except OSError as exc:
+        Path(tmp).unlink(missing_ok=True)
+        raise PortabilityError(f"{archive}: cannot write the archive: {exc.strerror or exc}") from exc
     log.info("exported %s to %s", run_dir.name, archive)
     return archive
 

@@ -314,7 +314,7 @@ def run_gpu_step(run: Run, request: dict[str, Any], evaluator: Any, *, round_: i
         if isinstance(csv, str) and csv.strip():
             rel = f"profiles/{step_filename(request['step'])[:-3]}.csv"
             (run.path / "profiles").mkdir(exist_ok=True)
-            run.write_output(rel, csv)
+            run.write_output(rel, run.log.scrub(csv))  # ncu names the host and the paths
             data["csv"] = rel
     return run.log.append("gpu", request["type"], data, step=request["step"], round_=round_)
 

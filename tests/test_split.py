@@ -133,8 +133,8 @@ def test_an_answer_file_written_by_hand_goes_through_the_reask(tmp_path: Path, t
     from kernelskill.pipeline.exchange import Answer, Exchange
 
     home = str(tmp_path / "home")
-    assert ks("optimize", str(task_file), "--rounds", "1", "--llm", "exchange", "--home", home,
-              *PLUGINS).exit_code == 3
+    assert ks("optimize", str(task_file), "--rounds", "1", "--home", home, *PLUGINS,
+              env={"KERNELSKILL_LLM_PROVIDER": "exchange"}).exit_code == 3  # the provider chosen by environment
     run_dir = next((tmp_path / "home" / "runs").iterdir())
     ex = Exchange(run_dir)
     ex.put_answer(Answer(id="r00.generate.1", text=fenced(kernel("speedup=1.20", "seed"))))
@@ -188,6 +188,39 @@ def test_gpu_steps_carried_to_another_machine_and_back(tmp_path: Path, task_file
     evals = [json.loads(line) for line in (here / "runs" / run_id / "events.jsonl").read_text().splitlines()]
     assert [e["step"] for e in evals if e["kind"] == "gpu"] == ["r00.eval", "profile.r00.generate", "r01.eval",
                                                                "verify.r01.optimize"]
+
+
+def test_the_bare_box_command_imports_evaluates_exports_and_profiles_ahead(tmp_path: Path, task_file: Path,
+                                                                           monkeypatch) -> None:
+    """gpu_side's own command line on the other machine (--import, --export-to), with the harness
+    replaced by the scripted evaluator at the GPU boundary; profiling ahead saves the profile's trip."""
+    here, box, out_dir = tmp_path / "laptop", tmp_path / "box" / "runs", tmp_path / "box-out"
+    monkeypatch.setattr(gpu_side, "HarnessGPU", lambda **kw: _CheckedScripted())
+    trips = 0
+    with ScriptedOpenAI(SCRIPT) as server:
+        out = ks("optimize", str(task_file), "--rounds", "1", "--stop-before", "gpu", "--home", str(here),
+                 "--base-url", server.base_url, *PLUGINS, env=llm_env())
+        run_id = next((here / "runs").iterdir()).name
+        while out.exit_code == 3:
+            archive = tmp_path / "carry" / f"{run_id}.kernelskill-run.tar.gz"
+            assert ks("runs", "export", run_id, "-o", str(archive), "--home", str(here)).exit_code == 0
+            assert gpu_side.main([str(box), "--import", str(archive), "--export-to", str(out_dir)]) == 0
+            back = ks("runs", "import", str(out_dir / archive.name), "--home", str(here), "--replace")
+            assert back.exit_code == 0, back.output
+            trips += 1
+            out = ks("runs", "resume", run_id, "--stop-before", "gpu", "--home", str(here), "--json", *PLUGINS,
+                     env=llm_env() | {"KERNELSKILL_LLM_BASE_URL": server.base_url})
+    assert out.exit_code == 0, out.output
+    assert json.loads(out.output)["best"]["verified_speedup"] == pytest.approx(1.60)
+    assert trips == 3  # r00.eval with the seed's profile ahead, r01.eval, the re-verification
+    events = [json.loads(line) for line in (here / "runs" / run_id / "events.jsonl").read_text().splitlines()]
+    assert [e["step"] for e in events if e["kind"] == "gpu"] == ["r00.eval", "profile.r00.generate", "r01.eval",
+                                                               "profile.r01.optimize", "verify.r01.optimize"]
+
+
+class _CheckedScripted(ScriptedEvaluator):
+    def check(self) -> None:
+        return None
 
 
 def test_import_never_loses_steps_and_export_refuses_what_is_not_portable(tmp_path: Path, task_file: Path) -> None:
