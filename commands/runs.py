@@ -3,6 +3,7 @@ resume | export | import``: split runs (LLM steps answered through files, GPU st
 
 from __future__ import annotations
 
+import logging
 from pathlib import Path
 from typing import Any
 
@@ -196,9 +197,15 @@ def resume_cmd(ctx, run: str | None, all_dir: Path | None, stop_before: tuple[st
     stops = sorted(set(stop_before))
     if run is not None:
         r = _store(ctx).open(run)
+        evaluator = opt.make_evaluator(settings, evaluator_spec, ["gpu"])
+        if "gpu" not in stops:
+            try:
+                evaluator.check()
+            except KernelskillError as exc:  # this machine is the LLM side: go on up to the GPU step
+                logging.getLogger(__name__).warning("stopping before GPU steps: %s", exc)
+                stops = sorted({*stops, "gpu"})
         options = opt.resumed_options(r, settings, stops, rounds, None, provider)
         llm = opt.make_llm(settings, stops)
-        evaluator = opt.make_evaluator(settings, evaluator_spec, stops)
         retriever = opt.make_retriever(settings, retriever_spec)
         opt.report_result(ctx, r, opt.execute(ctx, r, llm, evaluator, retriever, options, settings))
         return
@@ -227,8 +234,6 @@ def resume_all(ctx, store, settings, stops: list[str], rounds: int | None, provi
     """Advance every unfinished run of ``store``: each goes on through its LLM side up to its next GPU
     step, then all pending GPU steps are evaluated together (one batch, builds in parallel), and again,
     until every run has finished or waits for something this machine cannot give."""
-    import logging
-
     from kernelskill.commands import optimize as opt
     from kernelskill.errors import KernelskillError
     from kernelskill.pipeline import gpu_side
@@ -283,32 +288,40 @@ def resume_all(ctx, store, settings, stops: list[str], rounds: int | None, provi
 
 
 @runs.command("export")
-@click.argument("run")
-@click.option("-o", "--output", type=click.Path(path_type=Path, dir_okay=False), default=None,
-              help="Archive file (default ./<run>.kernelskill-run.tar.gz).")
+@click.argument("run_ids", nargs=-1, required=True, metavar="RUN...")
+@click.option("-o", "--output", type=click.Path(path_type=Path), default=None,
+              help="Archive file for one RUN, or a folder for several (default ./<run>.kernelskill-run.tar.gz).")
 @common_options
-def export_cmd(ctx, run: str, output: Path | None) -> None:
-    """Pack RUN into one archive for another machine (refused if the folder is not portable)."""
-    from kernelskill.pipeline.portable import export_run
+def export_cmd(ctx, run_ids: tuple[str, ...], output: Path | None) -> None:
+    """Pack each RUN into one archive for another machine (refused if its folder is not portable)."""
+    from kernelskill.pipeline.portable import ARCHIVE_SUFFIX, export_run
 
-    r = _store(ctx).open(run)
-    archive = export_run(r.path, output)
-    emit(ctx, {"run": r.id, "archive": str(archive)}, lambda d: click.echo(f"exported {d['run']} to {d['archive']}"))
+    store = _store(ctx)
+    runs_ = [store.open(r) for r in run_ids]  # every run found before anything is written
+    several = len(runs_) > 1 or (output is not None and output.is_dir())
+    rows = []
+    for r in runs_:
+        target = (output or Path.cwd()) / f"{r.id}{ARCHIVE_SUFFIX}" if several else output
+        rows.append({"run": r.id, "archive": str(export_run(r.path, target))})
+    emit(ctx, rows, lambda items: [click.echo(f"exported {d['run']} to {d['archive']}") for d in items])
 
 
 @runs.command("import")
-@click.argument("archive", type=click.Path(path_type=Path, dir_okay=False))
+@click.argument("archives", nargs=-1, required=True, type=click.Path(path_type=Path, dir_okay=False),
+                metavar="ARCHIVE...")
 @click.option("--into", type=click.Path(path_type=Path, file_okay=False), default=None,
               help="Runs folder to import into (default: this home's runs folder).")
 @click.option("--replace", is_flag=True, default=False,
               help="Take back a run that exists here (only when the archive's log extends the local one).")
 @common_options
-def import_cmd(ctx, archive: Path, into: Path | None, replace: bool) -> None:
-    """Unpack a run archive (from `runs export`) into the runs folder."""
+def import_cmd(ctx, archives: tuple[Path, ...], into: Path | None, replace: bool) -> None:
+    """Unpack run archives (from `runs export` or gpu_side --export-to) into the runs folder."""
     from kernelskill.pipeline.portable import import_run
     from kernelskill.pipeline.runs import Run
 
-    dest = import_run(archive, into or ctx.settings().runs_dir, replace=replace, require=("run.json",))
-    r = Run(dest)
-    emit(ctx, {"run": r.id, "path": str(dest), "status": r.status()},
-         lambda d: click.echo(f"imported {d['run']} ({d['status']}) into {d['path']}"))
+    rows = []
+    for archive in archives:
+        dest = import_run(archive, into or ctx.settings().runs_dir, replace=replace, require=("run.json",))
+        rows.append({"run": dest.name, "path": str(dest), "status": Run(dest).status()})
+    emit(ctx, rows, lambda items: [click.echo(f"imported {d['run']} ({d['status']}) into {d['path']}")
+                                   for d in items])

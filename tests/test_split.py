@@ -325,5 +325,8 @@ def test_resume_all_without_a_gpu_stops_every_run_before_its_gpu_step(tmp_path: 
     rows = json.loads(out.output)
     assert [r["status"] for r in rows] == ["paused", "paused"]
     assert all("waits for GPU step r00.eval" in r["waiting"] for r in rows)
-    dry = gpu_side.main([str(runs_dir), "--dry-run", "--json"])
-    assert dry == 0
+    single = ks("runs", "resume", rows[0]["run"], "--home", str(home), "--retriever", f"{HELPERS}:StandInRetriever")
+    assert single.exit_code == 3 and "waits for GPU step r00.eval" in single.output  # no CUDA: stops before it
+    assert gpu_side.main([str(runs_dir), "--dry-run"]) == 0
+    strict = ks("optimize", str(task_file), "--llm", "exchange", "--home", str(home))  # a new run stays strict
+    assert strict.exit_code == 2 and "no CUDA device" in strict.output
