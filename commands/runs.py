@@ -144,9 +144,14 @@ def answer_cmd(ctx, run: str, request_id: str, answer_file) -> None:
     from kernelskill.errors import KernelskillError
     from kernelskill.pipeline.agents import check_answer
     from kernelskill.pipeline.exchange import Answer, Exchange
+    from kernelskill.pipeline.runs import pending_request
 
     r = _store(ctx).open(run)
     exchange = Exchange(r.path)
+    waiting = pending_request(r) or {}
+    if waiting.get("side") == "gpu" and waiting.get("before") == request_id:
+        raise KernelskillError(f"run {r.id}: {request_id} is a GPU step: the GPU side answers it "
+                               f"(`python -m kernelskill.pipeline.gpu_side {r.path.parent}`)")
     request = exchange.request(request_id)
     if request.kind != "llm":
         raise KernelskillError(f"run {r.id}: {request_id} is a {request.kind} step (the GPU side answers it)")

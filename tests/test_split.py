@@ -164,6 +164,8 @@ def test_gpu_steps_carried_to_another_machine_and_back(tmp_path: Path, task_file
         run_id = next((here / "runs").iterdir()).name
         while out.exit_code == 3:
             assert "gpu_side" in out.output and "runs export" in out.output
+            wrong = ks("runs", "answer", run_id, "r00.eval", str(task_file), "--home", str(here))
+            assert trips or (wrong.exit_code == 2 and "is a GPU step" in wrong.output), wrong.output
             archive = tmp_path / "carry.tar.gz"
             assert ks("runs", "export", run_id, "-o", str(archive), "--home", str(here)).exit_code == 0
             imported = ks("runs", "import", str(archive), "--into", str(there / "runs"), "--replace")
