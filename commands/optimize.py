@@ -208,7 +208,7 @@ def report_result(ctx: Any, run: Any, result: Any) -> None:
 
     emit(ctx, data, render)
     if result.status == "paused":
-        click.echo(data["waiting"], err=True)
+        click.echo(("" if ctx.json else "\n") + data["waiting"], err=True)  # after the live table
         sys.exit(PAUSED_EXIT)
 
 

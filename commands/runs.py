@@ -123,6 +123,7 @@ def pending_cmd(ctx, run: str) -> None:
             console().print(f"run {r.id} ({r.status()}) waits for nothing")
             return
         table = Table("id", "side", "role", "expects", "prompt / candidate")
+        table.columns[-1].overflow = "fold"
         for p in items:
             table.add_row(p["id"], p["side"], p.get("role") or "-", p.get("expects") or "-",
                           p.get("prompt") or p.get("candidate") or p.get("note") or "-")
