@@ -14,6 +14,7 @@ from pathlib import Path
 from kernelskill.config import LLMSettings
 from kernelskill.pipeline.llm import LLMClient
 from kernelskill.pipeline.loop import Loop, LoopOptions
+from kernelskill.pipeline.portable import ARCHIVE_SUFFIX, export_run, import_run
 from kernelskill.pipeline.runs import RunStore, pending_request
 from tests.openai_test_server import ScriptedOpenAI
 from tests.test_loop_helpers import StandInRetriever, fenced
@@ -61,6 +62,7 @@ CANDIDATE = ("import torch\n\n\nclass ModelNew(torch.nn.Module):\n    def forwar
 
 
 def bare_box(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
+    cwd.mkdir(parents=True, exist_ok=True)
     env = {"PATH": "/usr/bin:/bin", "HOME": str(cwd)}
     return subprocess.run([sys.executable, "-c", BARE_BOX, *args], capture_output=True, text=True, env=env,
                           cwd=cwd, timeout=300)
@@ -86,11 +88,16 @@ def test_gpu_side_evaluates_a_paused_run_with_the_real_harness(tmp_path: Path) -
         paused = Loop(run, LLMClient.from_settings(settings), None, StandInRetriever(), options).execute()
     assert paused.status == "paused" and pending_request(run)["request"]["step"] == "r00.eval"
 
-    done = bare_box(str(tmp_path / "runs"), "--allow-cpu", "--json", cwd=tmp_path)
+    # carried as one archive to the "box" (another folder), evaluated there, carried back
+    archive = export_run(run.path, tmp_path / "carry" / f"{run.id}.tar.gz")
+    box = tmp_path / "box"
+    done = bare_box(str(box / "runs"), "--import", str(archive), "--export-to", str(box / "out"), "--allow-cpu",
+                    "--json", "--no-profile-ahead", cwd=box)
     assert done.returncode == 0, done.stderr[-3000:]
     assert "LOADED []" in done.stderr  # the run store, the harness, torch: nothing of the planning side
     [row] = json.loads(done.stdout)
     assert row["step"] == "r00.eval" and row["status"] == "ok" and row["speedup"] > 0
+    import_run(box / "out" / f"{run.id}{ARCHIVE_SUFFIX}", store.root, replace=True)
 
     # the planning side resumes as if the evaluation had run there: the recorded result is used
     again = store.open(run.id)
