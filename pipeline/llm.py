@@ -269,8 +269,9 @@ class LLMClient:
             {"role": "user", "content": prompt}]
         reason = ""
         for attempt in (1, 2):
-            text = self.chat(role, messages, step=step if attempt == 1 else f"{step}.retry",
-                             round_=round_).text
+            text = self.chat(role, messages, step=step if attempt == 1 else f"{step}.retry", round_=round_,
+                             expects={"kind": "json", "schema": schema,
+                                      "how": "one JSON object matching the schema"}).text
             value, reason = parse_json_answer(text, schema)
             if value is not None:
                 return value
