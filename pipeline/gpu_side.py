@@ -170,8 +170,11 @@ def evaluate_pending(runs: Iterable[Run], evaluator: Any = None, *, profile_ahea
         evals = [s for s in steps if s.request["type"] == "eval"]
         batch: list[dict[str, Any]] | None = None
         if evals and hasattr(evaluator, "evaluate_many"):
-            batch = evaluator.evaluate_many(evals)
-            log.info("evaluated %d pending candidates in one batch", len(evals))
+            try:
+                batch = evaluator.evaluate_many(evals)
+                log.info("evaluated %d pending candidates in one batch", len(evals))
+            except Exception as exc:  # noqa: BLE001 - the batch failed as a whole: one at a time instead
+                log.warning("the batch of %d evaluations failed (%s); evaluating one at a time", len(evals), exc)
         measured = dict(zip((id(s) for s in evals), batch, strict=True)) if batch is not None else {}
         ahead: list[PendingStep] = []
         for step in evals + [s for s in steps if s.request["type"] != "eval"]:

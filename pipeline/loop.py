@@ -252,6 +252,7 @@ class Loop:
         event = self.run.log.find(request["step"], request["type"])
         if event is not None:
             return event["data"]
+        request = {**request, "round": self._round}  # so that the other machine records it in this round
         self._guard("gpu", request["step"], request)
         return run_gpu_step(self.run, request, self.evaluator, round_=self._round)["data"]
 

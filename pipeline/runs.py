@@ -316,6 +316,8 @@ def run_gpu_step(run: Run, request: dict[str, Any], evaluator: Any, *, round_: i
             (run.path / "profiles").mkdir(exist_ok=True)
             run.write_output(rel, run.log.scrub(csv))  # ncu names the host and the paths
             data["csv"] = rel
+    if round_ is None and isinstance(request.get("round"), int):
+        round_ = request["round"]
     return run.log.append("gpu", request["type"], data, step=request["step"], round_=round_)
 
 

@@ -188,8 +188,8 @@ def test_gpu_steps_carried_to_another_machine_and_back(tmp_path: Path, task_file
     assert set(counts.values()) == {1} and set(counts) == set(SCRIPT)  # each LLM step once
     # the run that came back is the one the GPU box measured
     evals = [json.loads(line) for line in (here / "runs" / run_id / "events.jsonl").read_text().splitlines()]
-    assert [e["step"] for e in evals if e["kind"] == "gpu"] == ["r00.eval", "profile.r00.generate", "r01.eval",
-                                                               "verify.r01.optimize"]
+    assert [(e["step"], e["round"]) for e in evals if e["kind"] == "gpu"] == [
+        ("r00.eval", 0), ("profile.r00.generate", 1), ("r01.eval", 1), ("verify.r01.optimize", 1)]
 
 
 def test_the_bare_box_command_imports_evaluates_exports_and_profiles_ahead(tmp_path: Path, task_file: Path,
