@@ -295,19 +295,23 @@ def resume_all(ctx, store, settings, stops: list[str], rounds: int | None, provi
 
 @runs.command("export")
 @click.argument("run_ids", nargs=-1, required=True, metavar="RUN...")
-@click.option("-o", "--output", type=click.Path(path_type=Path), default=None,
-              help="Archive file for one RUN, or a folder for several (default ./<run>.kernelskill-run.tar.gz).")
+@click.option("-o", "--output", type=click.Path(), default=None,
+              help="Archive file for one RUN, or a folder (an existing one, or ending in /) for one archive per "
+                   "run (default ./<run>.kernelskill-run.tar.gz).")
 @common_options
-def export_cmd(ctx, run_ids: tuple[str, ...], output: Path | None) -> None:
+def export_cmd(ctx, run_ids: tuple[str, ...], output: str | None) -> None:
     """Pack each RUN into one archive for another machine (refused if its folder is not portable)."""
+    from kernelskill.errors import KernelskillError
     from kernelskill.pipeline.portable import ARCHIVE_SUFFIX, export_run
 
     store = _store(ctx)
     runs_ = [store.open(r) for r in run_ids]  # every run found before anything is written
-    several = len(runs_) > 1 or (output is not None and output.is_dir())
+    folder = output is None or output.endswith("/") or Path(output).is_dir()
+    if len(runs_) > 1 and not folder:
+        raise KernelskillError(f"-o {output}: several runs need a folder (end it with /)")
     rows = []
     for r in runs_:
-        target = (output or Path.cwd()) / f"{r.id}{ARCHIVE_SUFFIX}" if several else output
+        target = Path(output or ".") / f"{r.id}{ARCHIVE_SUFFIX}" if folder else Path(output or ".")
         rows.append({"run": r.id, "archive": str(export_run(r.path, target))})
     emit(ctx, rows, lambda items: [click.echo(f"exported {d['run']} to {d['archive']}") for d in items])
 

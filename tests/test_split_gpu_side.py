@@ -111,3 +111,35 @@ def test_gpu_side_evaluates_a_paused_run_with_the_real_harness(tmp_path: Path) -
         assert server.steps() == []  # nothing asked twice
     assert paused.paused_before == "gpu:verify.r00.generate"
     assert pending_request(again)["request"]["seed"] == options.verify_seed
+
+
+# A scripted "agent" for the split run on the H200 (the lead's GPU check) ------------------------------
+def answer_from_script(runs_dir: Path, script: dict[str, list]) -> list[str]:
+    """Answer every pending LLM request of every run under ``runs_dir`` from a script in the test
+    server's format (step -> answers; a callable gets ``(step, role, {"messages": ...})``), through the
+    same check as ``kernelskill runs answer``. Returns the steps answered."""
+    from kernelskill.pipeline.agents import check_answer
+    from kernelskill.pipeline.exchange import Answer, Exchange
+
+    answered = []
+    for run in RunStore(runs_dir).list():
+        exchange = Exchange(run.path)
+        for request in exchange.pending("llm"):
+            reply = script[request.id][-1]
+            text = reply(request.id, request.role, {"messages": request.payload["messages"]}) if callable(reply) \
+                else reply
+            reason = check_answer(request.expects, text)
+            assert not reason, f"{request.id}: {reason}"
+            exchange.put_answer(Answer(id=request.id, text=text, answered_by="scripted agent"))
+            answered.append(f"{run.id}:{request.id}")
+    return answered
+
+
+if __name__ == "__main__":  # python -m tests.test_split_gpu_side task FILE | answer RUNS_DIR
+    from tests.test_loop_gpu import SCRIPT as GPU_SCRIPT
+    from tests.test_loop_gpu import TASK as GPU_TASK
+
+    if sys.argv[1] == "task":
+        Path(sys.argv[2]).write_text(GPU_TASK)
+    else:
+        print("\n".join(answer_from_script(Path(sys.argv[2]), GPU_SCRIPT)) or "nothing pending")
