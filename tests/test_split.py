@@ -330,5 +330,16 @@ def test_resume_all_without_a_gpu_stops_every_run_before_its_gpu_step(tmp_path: 
     single = ks("runs", "resume", rows[0]["run"], "--home", str(home), "--retriever", f"{HELPERS}:StandInRetriever")
     assert single.exit_code == 3 and "waits for GPU step r00.eval" in single.output  # no CUDA: stops before it
     assert gpu_side.main([str(runs_dir), "--dry-run"]) == 0
+    # both carried at once: one archive each, unpacked together on the box
+    ids = [r["run"] for r in rows]
+    carried = ks("runs", "export", *ids, "-o", f"{tmp_path / 'carry'}/", "--home", str(home), "--json")
+    assert carried.exit_code == 0, carried.output
+    archives = [row["archive"] for row in json.loads(carried.output)]
+    assert [Path(a).name for a in archives] == [f"{i}.kernelskill-run.tar.gz" for i in ids]
+    assert gpu_side.main([str(tmp_path / "box"), "--import", *archives, "--dry-run"]) == 0
+    assert [s.request["step"] for s in gpu_side.pending_gpu_steps(gpu_side.find_runs(tmp_path / "box"))] == [
+        "r00.eval", "r00.eval"]
+    one_file = ks("runs", "export", *ids, "-o", str(tmp_path / "x.tar.gz"), "--home", str(home))
+    assert one_file.exit_code == 2 and "several runs need a folder" in one_file.output
     strict = ks("optimize", str(task_file), "--llm", "exchange", "--home", str(home))  # a new run stays strict
     assert strict.exit_code == 2 and "no CUDA device" in strict.output
