@@ -292,8 +292,9 @@ def prompt_markdown(role: str, step: str, messages: list[dict[str, str]], expect
         lines += ["Schema of the answer:", "", "```json", json.dumps(expects.get("schema", {}), indent=2), "```", ""]
     if expects.get("method_in"):
         lines += ["Permitted methods: " + ", ".join(f"`{m}`" for m in expects["method_in"]), ""]
-    lines += [f"Store the answer with `{answer_command}` (`-` reads stdin); it is checked like an API "
-              "answer and refused with the reason when it does not fit.", ""]
+    lines += [f"Store the answer with `{answer_command}` (`-` reads stdin; add `--home H` when the run is not "
+              "under the default home), then `kernelskill runs resume`. It is checked like an API answer and "
+              "refused with the reason when it does not fit.", ""]
     for message in messages:
         lines += [f"## {message['role']}", "", str(message.get("content", "")).rstrip(), ""]
     return "\n".join(lines)
