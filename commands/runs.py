@@ -260,8 +260,14 @@ def resume_all(ctx, store, settings, stops: list[str], rounds: int | None, provi
     batcher = evaluator if evaluator_spec else gpu_side.HarnessGPU(build_jobs=settings.harness.build_jobs or None)
     loop_stops = sorted(set(stops) | {"gpu"})  # GPU steps wait for the batch
     retriever = opt.make_retriever(settings, retriever_spec)
-    options = {r.id: opt.resumed_options(r, settings, loop_stops, rounds, None, provider) for r in runs}
-    opt.make_llm(settings, loop_stops if "llm" in stops else [])  # the endpoint check, once
+    own = {r.id: settings.model_copy(deep=True) for r in runs}  # each run keeps its own provider and model
+    options = {r.id: opt.resumed_options(r, own[r.id], loop_stops, rounds, None, provider) for r in runs}
+    checked: set[tuple[Any, ...]] = set()
+    for r in runs:  # every endpoint checked once, before any work
+        key = (own[r.id].llm.provider, own[r.id].llm.base_url, own[r.id].llm.model)
+        if key not in checked:
+            opt.make_llm(own[r.id], stops)
+            checked.add(key)
     gpu = {"name": "NVIDIA GPU", "arch": settings.arch, "notes": ""}
     results: dict[str, Any] = {}
     errors: dict[str, str] = {}
@@ -270,7 +276,7 @@ def resume_all(ctx, store, settings, stops: list[str], rounds: int | None, provi
             if r.id in errors or r.status() == "finished":
                 continue
             try:
-                results[r.id] = Loop(r, opt.make_llm(settings, [], check=False), evaluator, retriever,
+                results[r.id] = Loop(r, opt.make_llm(own[r.id], [], check=False), evaluator, retriever,
                                      options[r.id], gpu=gpu).execute()
             except KernelskillError as exc:
                 errors[r.id] = str(exc)
