@@ -246,7 +246,7 @@ def test_evidence_is_written_into_the_yaml_and_replaced_on_rerun(tmp_path: Path)
     skills = tmp_path / "skills"
     (skills / "methods").mkdir(parents=True)
     (skills / "examples").symlink_to(SKILLS / "examples")
-    original = (SKILLS / "methods" / "split_k.yaml").read_text()
+    original = (SKILLS / "methods" / "split_k.yaml").read_text().split("    evidence:", 1)[0]
     commented = original.replace("    intent:", "    # a curator's comment\n    intent:", 1)
     (skills / "methods" / "split_k.yaml").write_text(commented)
     for run, after in enumerate((0.5, 0.25)):

@@ -1,8 +1,8 @@
 """read_only_cache_ldg, before: plain pointers, so the compiler must assume y may alias x and w.
 
-Each thread computes 4 consecutive outputs with unconditional (clamped) loads. After every store to y
-the compiler has to reload the taps and the overlapping input window, since the store might have changed
-them: 15 loads of x and 15 of w per output, 120 load instructions per thread instead of ~33.
+Each thread computes 4 consecutive outputs. After every store to y the compiler has to reload the
+taps and the overlapping input window (the store might have changed them): 15 loads of x and 15 of w
+per output, 120 load instructions per thread instead of ~33.
 """
 
 import torch
@@ -22,15 +22,15 @@ __global__ void fir_alias(const float* x, const float* w, float* y, long n) {
 #pragma unroll
     for (int o = 0; o < OUT_PER_THREAD; ++o) {
         long i = base + o;
-        float acc = 0.f;
+        if (i < n) {
+            float acc = 0.f;
 #pragma unroll
-        for (int k = 0; k < TAPS; ++k) {
-            long j = i + k - HALF;
-            long jc = j < 0 ? 0 : (j >= n ? n - 1 : j);   // clamped: every load is unconditional and in bounds
-            float xv = x[jc], wk = w[k];
-            acc += (j == jc ? wk : 0.f) * xv;             // zero padding through the weight
+            for (int k = 0; k < TAPS; ++k) {
+                long j = i + k - HALF;
+                if (j >= 0 && j < n) acc += w[k] * x[j];
+            }
+            y[i] = acc;
         }
-        if (i < n) y[i] = acc;
     }
 }
 
