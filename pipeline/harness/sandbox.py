@@ -9,6 +9,7 @@ huge virtual address ranges). A crash (segfault, sticky CUDA error, os._exit) en
 
 from __future__ import annotations
 
+import hashlib
 import json
 import logging
 import os
@@ -18,6 +19,7 @@ import signal
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -63,11 +65,14 @@ def package_pythonpath() -> str:
     parent = pkg_dir.parent
     if pkg_dir.name == "kernelskill":
         return str(parent)
-    link_root = Path(tempfile.gettempdir()) / f"kernelskill-pp-{os.getuid()}"
+    # one link folder per checkout: two checkouts sharing one link would hand a worker the other
+    # checkout's code (and race each other replacing it)
+    tag = hashlib.sha256(str(pkg_dir).encode()).hexdigest()[:12]
+    link_root = Path(tempfile.gettempdir()) / f"kernelskill-pp-{os.getuid()}-{tag}"
     link_root.mkdir(exist_ok=True)
     link = link_root / "kernelskill"
     if not (link.is_symlink() and link.resolve() == pkg_dir):
-        tmp = link_root / f".link-{os.getpid()}"
+        tmp = link_root / f".link-{os.getpid()}-{threading.get_ident()}"
         tmp.unlink(missing_ok=True)
         tmp.symlink_to(pkg_dir)
         os.replace(tmp, link)
