@@ -66,6 +66,8 @@ class HarnessSettings(_Section):
     build_timeout_s: float = 300.0
     run_timeout_s: float = 120.0
     library_policy: str = "forbid"  # forbid | allow_gemm_conv
+    atol: float | None = None  # one tolerance for every dtype; None = KernelBench's per-dtype defaults
+    rtol: float | None = None
     build_jobs: int = 0  # 0 = auto
 
 

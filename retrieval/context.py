@@ -117,7 +117,26 @@ def settings_context(settings: Any) -> dict[str, Any]:
     policy = getattr(harness, "library_policy", None)
     if policy is not None:
         out["library_calls_allowed"] = policy != "forbid"
+    for name in ("atol", "rtol"):  # the tolerance the harness will check with, when it is set
+        value = getattr(harness, name, None)
+        if value is not None:
+            out[f"tolerance_{name}"] = float(value)
     return out
+
+
+#: task dtype (context field) -> the harness's dtype name for its default tolerances
+_HARNESS_DTYPE = {"fp32": "float32", "fp16": "float16", "bf16": "bfloat16"}
+
+
+def default_tolerance(task_dtype: str | None) -> dict[str, float]:
+    """The harness's default (KernelBench) tolerance for a task dtype, as context fields; {} if unknown."""
+    from kernelskill.pipeline.tolerances import DEFAULT_TOLERANCES
+
+    name = _HARNESS_DTYPE.get(task_dtype or "")
+    if name is None or name not in DEFAULT_TOLERANCES:
+        return {}
+    atol, rtol = DEFAULT_TOLERANCES[name]
+    return {"tolerance_atol": atol, "tolerance_rtol": rtol}
 
 
 def dominant_kernel_share(profile: Any) -> tuple[float | None, str]:

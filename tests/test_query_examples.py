@@ -170,7 +170,8 @@ def test_given_features_without_extraction(settings) -> None:
 def test_context_override_changes_vetoes(settings) -> None:
     strict = _q(settings, "linear_gelu_residual")
     loose = _q(settings, "linear_gelu_residual", context={"tolerance_atol": 0.05, "library_calls_allowed": True})
-    assert strict.context.get("tolerance_atol") is None and loose.context["tolerance_atol"] == 0.05
+    # a fp32 task is checked at KernelBench's 1e-4 unless told otherwise
+    assert strict.context["tolerance_atol"] == 1e-4 and loose.context["tolerance_atol"] == 0.05
     strict_active = {v.id for v in strict.vetoes}
     loose_active = {v.id for v in loose.vetoes}
     assert "no_precision_downcast_fp32" in strict_active and "no_precision_downcast_fp32" not in loose_active

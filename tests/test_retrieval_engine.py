@@ -303,3 +303,22 @@ def test_static_fusion_keeps_the_case_order_in_charge() -> None:
             assert all(p.case_rank - pos <= MAX_RISE for pos, p in enumerate(order, start=1)), (sim, order)
             moved += any(p.case_rank != pos for pos, p in enumerate(order, start=1))
     assert moved  # similarity does reorder some lists
+
+
+def test_the_query_uses_the_harness_tolerance(tmp_path) -> None:
+    """A fp32 task is strict at KernelBench's 1e-4 (precision methods vetoed); a harness configured to
+    check at 1e-2 lets the same query permit them, so the query and the harness agree."""
+    import subprocess
+    import sys
+
+    from kernelskill.config import load_settings
+    from kernelskill.retrieval.context import default_tolerance, settings_context
+
+    assert default_tolerance("fp32") == {"tolerance_atol": 1e-4, "tolerance_rtol": 1e-4}
+    assert default_tolerance("mixed") == {}
+    loose = load_settings(home=tmp_path, environ={"KERNELSKILL_HARNESS_ATOL": "0.01"}, cwd=tmp_path)
+    assert settings_context(loose)["tolerance_atol"] == 0.01
+    assert "tolerance_atol" not in settings_context(load_settings(home=tmp_path, environ={}, cwd=tmp_path))
+    # the shared table imports without torch (a cold query must not pay for it)
+    code = "import sys, kernelskill.retrieval.context as c; c.default_tolerance('fp32'); print('torch' in sys.modules)"
+    assert subprocess.run([sys.executable, "-c", code], capture_output=True, text=True).stdout.strip() == "False"

@@ -11,6 +11,8 @@ import json
 from dataclasses import dataclass, field
 from typing import Any
 
+from ..tolerances import DEFAULT_TOLERANCES  # noqa: F401  (part of this module's interface)
+
 OK = "ok"
 COMPILE_ERROR = "compile_error"
 RUNTIME_ERROR = "runtime_error"
@@ -44,13 +46,6 @@ CHEAT_CHECKS: tuple[str, ...] = (
     "speed_of_light",  # faster than bytes-moved / FLOPs allow on this GPU
 )
 
-DEFAULT_TOLERANCES: dict[str, tuple[float, float]] = {
-    # dtype -> (atol, rtol); KernelBench's current defaults
-    "float32": (1e-4, 1e-4),
-    "float64": (1e-7, 1e-7),
-    "float16": (1e-2, 1e-2),
-    "bfloat16": (1e-2, 1e-2),
-}
 
 
 class _Record:
