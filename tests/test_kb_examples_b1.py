@@ -15,65 +15,28 @@ from pathlib import Path
 import pytest
 import yaml
 
-from kernelskill.kb.schema import Method
-
 SKILLS = Path(__file__).resolve().parents[1] / "kb" / "skills"
 
 
-def _runner():
-    path = Path(__file__).with_name("kb_examples_check.py")
-    spec = importlib.util.spec_from_file_location("kb_examples_check", path)
+def _sibling(name: str):
+    """Load a helper module beside this file (the tests folder is not a package)."""
+    path = Path(__file__).with_name(f"{name}.py")
+    spec = importlib.util.spec_from_file_location(name, path)
     assert spec is not None and spec.loader is not None
     module = importlib.util.module_from_spec(spec)
-    sys.modules.setdefault("kb_examples_check", module)
+    sys.modules.setdefault(name, module)
     spec.loader.exec_module(module)
     return module
 
 
-RUNNER = _runner()
+FILES = _sibling("example_files")
+_method, _module_strings, _top_names = FILES._method, FILES._module_strings, FILES._top_names
+_init_params, _load_inline_kwargs = FILES._init_params, FILES._load_inline_kwargs
+CONTRACT_TAGS = FILES.CONTRACT_TAGS
+
+
+RUNNER = _sibling("kb_examples_check")
 METHODS: tuple[str, ...] = RUNNER.B1_METHODS
-CONTRACT_TAGS = {"caching", "vectorization", "precision", "library", "tensor_core", "async_copy", "hopper_only"}
-
-
-def _method(mid: str) -> Method:
-    data = yaml.safe_load((SKILLS / "methods" / f"{mid}.yaml").read_text())
-    assert list(data) == ["methods"], f"{mid}: only a 'methods' key expected"
-    assert len(data["methods"]) == 1
-    return Method(**data["methods"][0])
-
-
-def _module_strings(path: Path) -> dict[str, str]:
-    tree = ast.parse(path.read_text(), filename=str(path))
-    out: dict[str, str] = {}
-    for node in tree.body:
-        if isinstance(node, ast.Assign) and isinstance(node.value, ast.Constant) and isinstance(node.value.value, str):
-            for target in node.targets:
-                if isinstance(target, ast.Name):
-                    out[target.id] = node.value.value
-    return out
-
-
-def _top_names(path: Path) -> set[str]:
-    tree = ast.parse(path.read_text(), filename=str(path))
-    return {n.name for n in tree.body if isinstance(n, ast.FunctionDef | ast.ClassDef)}
-
-
-def _init_params(path: Path, cls: str) -> list[str]:
-    tree = ast.parse(path.read_text(), filename=str(path))
-    for node in tree.body:
-        if isinstance(node, ast.ClassDef) and node.name == cls:
-            for item in node.body:
-                if isinstance(item, ast.FunctionDef) and item.name == "__init__":
-                    return [a.arg for a in item.args.args[1:]]
-    raise AssertionError(f"{path}: {cls}.__init__ not found")
-
-
-def _load_inline_kwargs(path: Path) -> dict[str, ast.expr]:
-    tree = ast.parse(path.read_text(), filename=str(path))
-    for node in ast.walk(tree):
-        if isinstance(node, ast.Call) and getattr(node.func, "id", None) == "load_inline":
-            return {kw.arg: kw.value for kw in node.keywords if kw.arg}
-    return {}
 
 
 def test_all_22_methods_are_listed_once() -> None:
