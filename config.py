@@ -78,6 +78,7 @@ class LoopSettings(_Section):
     max_repairs: int = 3  # consecutive repairs of one failure chain
     verify_seed: int = 20261202  # fresh seed of the final re-verification
     verify_candidates: int = 3  # how many of the best to try when the best fails re-verification
+    candidate_format: str = "load_inline"  # load_inline | fastpath (pipeline/harness/FASTPATH.md)
 
 
 class Settings(_Section):

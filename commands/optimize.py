@@ -223,6 +223,9 @@ def report_result(ctx: Any, run: Any, result: Any) -> None:
 @click.option("--stop-before", "stop_before", type=click.Choice(STOP_SIDES), multiple=True,
               help="Pause before the first step of that side (split runs: plan here, evaluate there).")
 @click.option("--resume", "resume", default=None, metavar="RUN_ID", help="Continue a run where it stopped.")
+@click.option("--format", "candidate_format", type=click.Choice(["load_inline", "fastpath"]), default=None,
+              help="What candidates the LLM writes: load_inline extensions, or the harness's fast path "
+                   "(nvcc -cubin kernels launched without a C++ extension; builds in about a second).")
 @click.option("--parent-rule", type=click.Choice(["best", "latest_improving"]), default=None,
               help="Which accepted candidate the next round starts from.")
 @click.option("--evaluator", "evaluator_spec", default=None, metavar="MODULE:ATTR",
@@ -232,7 +235,7 @@ def report_result(ctx: Any, run: Any, result: Any) -> None:
 @common_options
 def optimize(ctx, task: Path | None, rounds: int | None, model: str | None, base_url: str | None,
              provider: str | None, stop_before: tuple[str, ...], resume: str | None, parent_rule: str | None,
-             evaluator_spec: str | None, retriever_spec: str | None) -> None:
+             candidate_format: str | None, evaluator_spec: str | None, retriever_spec: str | None) -> None:
     """Optimize a KernelBench-format TASK with the closed loop (or --resume RUN_ID)."""
     from kernelskill.pipeline.loop import LoopOptions, validate_task
     from kernelskill.pipeline.runs import RunStore
@@ -254,7 +257,8 @@ def optimize(ctx, task: Path | None, rounds: int | None, model: str | None, base
         options = LoopOptions(rounds=loop.rounds if rounds is None else rounds,
                               parent_rule=parent_rule or loop.parent_rule, reask_planner=loop.reask_planner,
                               max_repairs=loop.max_repairs, verify_seed=loop.verify_seed,
-                              verify_candidates=loop.verify_candidates, stop_before=stops)
+                              verify_candidates=loop.verify_candidates, stop_before=stops,
+                              candidate_format=candidate_format or loop.candidate_format)
     llm = make_llm(settings, stops)
     evaluator = make_evaluator(settings, evaluator_spec, stops)
     retriever = make_retriever(settings, retriever_spec)

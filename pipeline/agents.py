@@ -51,8 +51,9 @@ def render(template: str, **context: Any) -> str:
     return environment().get_template(template).render(**context)
 
 
-def messages_for(role: str, **context: Any) -> list[dict[str, str]]:
-    return [{"role": "system", "content": render("partials/system.j2", role=role).strip()},
+def messages_for(role: str, *, candidate_format: str = "load_inline", **context: Any) -> list[dict[str, str]]:
+    system = render("partials/system.j2", role=role, candidate_format=candidate_format)
+    return [{"role": "system", "content": system.strip()},
             {"role": "user", "content": render(f"{role}.j2", **context).strip() + "\n"}]
 
 
@@ -147,16 +148,18 @@ class ReviewDecision(BaseModel):
 class Agents:
     """The six loop roles over one LLM client."""
 
-    def __init__(self, llm: LLMClient, gpu: dict[str, Any] | None = None) -> None:
+    def __init__(self, llm: LLMClient, gpu: dict[str, Any] | None = None, *,
+                 candidate_format: str = "load_inline") -> None:
         self.llm = llm
         self.gpu = gpu or {"name": "NVIDIA H200", "arch": "sm_90", "notes": ""}
+        self.candidate_format = candidate_format
 
     def _ask(self, role: str, messages: list[dict[str, str]], step: str, round_: int | None,
              expects: dict[str, Any] | None = None) -> str:
         return self.llm.chat(role, messages, step=step, round_=round_, expects=expects).text
 
     def _code(self, role: str, step: str, round_: int | None, **context: Any) -> CodeAnswer:
-        messages = messages_for(role, gpu=self.gpu, **context)
+        messages = messages_for(role, gpu=self.gpu, candidate_format=self.candidate_format, **context)
         text = self._ask(role, messages, f"{step}.1", round_, code_expects())
         code, reason = extract_code(text)
         if code is not None:
@@ -169,7 +172,7 @@ class Agents:
 
     def _json(self, role: str, schema: dict[str, Any], step: str, round_: int | None,
               **context: Any) -> tuple[dict[str, Any] | None, str]:
-        messages = messages_for(role, gpu=self.gpu, **context)
+        messages = messages_for(role, gpu=self.gpu, candidate_format=self.candidate_format, **context)
         text = self._ask(role, messages, f"{step}.1", round_, json_expects(schema))
         value, reason = parse_json_answer(text, schema)
         if value is not None:
@@ -208,7 +211,7 @@ class Agents:
         rejection = ""
         rejections: list[str] = []
         for ask in range(1, reasks + 2):
-            messages = messages_for("planner", gpu=self.gpu, task_source=task_source,
+            messages = messages_for("planner", gpu=self.gpu, candidate_format=self.candidate_format, task_source=task_source,
                                     kernel_source=kernel_source, parent_speedup=parent_speedup, query=query,
                                     permitted=permitted, filtered=filtered,
                                     forbidden=query.get("forbidden", []), memory=memory, rejection=rejection)

@@ -23,7 +23,7 @@ import json
 import logging
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Any, Literal, Protocol
 
 from pydantic import BaseModel, Field
 
@@ -48,6 +48,9 @@ class LoopOptions(BaseModel):
     verify_seed: int = 20261202  # the fresh seed of the final re-verification
     verify_candidates: int = 3  # how many of the best to try when the best fails re-verification
     stop_before: list[str] = Field(default_factory=list)  # "gpu" and/or "llm"
+    # what the code-writing roles are asked for: load_inline extensions, or the harness's fast path
+    # (kernels compiled with nvcc -cubin and launched without a C++ extension; FASTPATH.md)
+    candidate_format: Literal["load_inline", "fastpath"] = "load_inline"
 
 
 # Seams -----------------------------------------------------------------------------------------
@@ -220,7 +223,7 @@ class Loop:
         self.options = options or LoopOptions()
         if self.options.parent_rule not in PARENT_RULES:
             raise KernelskillError(f"loop.parent_rule: {self.options.parent_rule!r} is not one of {PARENT_RULES}")
-        self.agents = Agents(llm, gpu)
+        self.agents = Agents(llm, gpu, candidate_format=self.options.candidate_format)
         self.memory = Memory()
         self.candidates: dict[str, Candidate] = {}
         self.parent: Candidate | None = None

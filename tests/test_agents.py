@@ -135,3 +135,17 @@ def test_memory_filters_failed_methods_per_parent_and_keeps_profile_deltas() -> 
     text = render("partials/history.j2", memory=m.view())
     assert "round 3 repair `kernel_fusion` of c/r02.py: ok, speedup 1.400x (accepted as parent)" in text
     assert "kernel_duration_ns -1100.00" in text
+
+
+def test_code_roles_are_told_the_candidate_format() -> None:
+    """The generator can ask for the harness's fast path instead of load_inline; JSON roles are unaffected."""
+    from kernelskill.pipeline.agents import render
+
+    def system(role: str, fmt: str) -> str:
+        return render("partials/system.j2", role=role, candidate_format=fmt)
+
+    for role in ("generator", "repairer", "optimizer"):
+        inline, fast = system(role, "load_inline"), system(role, "fastpath")
+        assert "load_inline" in inline and "CudaModule" not in inline
+        assert "CudaModule" in fast and 'extern "C"' in fast and "torch.utils.cpp_extension.load_inline" not in fast
+    assert "CudaModule" not in system("planner", "fastpath")
