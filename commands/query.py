@@ -70,8 +70,8 @@ def query(ctx, kernel: Path, task: Path | None, profile_path: Path | None, run_n
     from kernelskill.kb.store import CURRENT
 
     if not (settings.kb_dir / CURRENT).is_file():
-        click.echo(f"building the knowledge base in {settings.kb_dir} from the bundled skills (first run; "
-                   f"embedding the skill docs takes a while on a small CPU)...", err=True)
+        click.echo(f"no knowledge base in {settings.kb_dir} yet: this query builds it from the bundled skills "
+                   f"(once; embedding the skill docs takes a while on a small CPU)", err=True)
     prof: Any = profile_path
     if run_ncu:
         prof = _live_profile(task, kernel, settings)
