@@ -9,7 +9,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field
 
-from .scanner import match_close
+from .scanner import match_close, split_top_level
 
 _LOOP = re.compile(r"\b(for|while)\s*\(")
 _IF = re.compile(r"\bif\s*\(")
@@ -84,23 +84,8 @@ class Guard:
 
 
 def _split_header(header: str) -> tuple[str, str, str]:
-    parts: list[str] = []
-    depth = 0
-    cur = ""
-    for ch in header:
-        if ch in "([":
-            depth += 1
-        elif ch in ")]":
-            depth -= 1
-        if ch == ";" and depth == 0:
-            parts.append(cur)
-            cur = ""
-        else:
-            cur += ch
-    parts.append(cur)
-    while len(parts) < 3:
-        parts.append("")
-    return parts[0].strip(), parts[1].strip(), parts[2].strip()
+    parts = split_top_level(header, ";") + ["", ""]
+    return parts[0], parts[1], parts[2]
 
 
 def find_loops(text: str, start: int, end: int) -> list[Loop]:

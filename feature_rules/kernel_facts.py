@@ -12,7 +12,7 @@ import re
 from dataclasses import dataclass, field
 
 from .cstructure import Guard, Loop, comparisons, find_guards, find_loops, stmt_end
-from .scanner import Function, Source
+from .scanner import Function, Source, split_top_level
 
 Facts = dict[str, list[int]]
 
@@ -279,19 +279,7 @@ def _terms(expr: str) -> list[str]:
 
 
 def _factors(term: str) -> list[str]:
-    out, cur, depth = [], "", 0
-    for ch in term:
-        if ch in "([":
-            depth += 1
-        elif ch in ")]":
-            depth -= 1
-        if ch == "*" and depth == 0:
-            out.append(cur)
-            cur = ""
-            continue
-        cur += ch
-    out.append(cur)
-    return [f.strip() for f in out if f.strip()]
+    return [f for f in split_top_level(term, "*") if f]
 
 
 def _is_memory_operand(ctx: FunctionContext, factor: str) -> bool:
@@ -378,19 +366,7 @@ def _pointer_offset_ids(ctx: FunctionContext, name: str) -> set[str]:
 
 
 def _split_args(args: str) -> list[str]:
-    out, cur, depth = [], "", 0
-    for ch in args:
-        if ch in "([":
-            depth += 1
-        elif ch in ")]":
-            depth -= 1
-        if ch == "," and depth == 0:
-            out.append(cur)
-            cur = ""
-            continue
-        cur += ch
-    out.append(cur)
-    return [a.strip() for a in out]
+    return split_top_level(args, ",")
 
 
 def _window_var(ctx: FunctionContext, text: str, var: str) -> bool:

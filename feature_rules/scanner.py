@@ -225,22 +225,29 @@ _PP_LINE = re.compile(r"^[ \t]*#.*$", re.M)
 _IDENT_BEFORE = re.compile(r"([A-Za-z_]\w*)\s*$")
 
 
-def _split_params(text: str) -> list[Param]:
-    params: list[Param] = []
+def split_top_level(text: str, sep: str, opens: str = "([", closes: str = ")]") -> list[str]:
+    """``text`` split at every ``sep`` outside brackets, each piece stripped (empty pieces kept)."""
+    parts: list[str] = []
     depth = 0
     cur = ""
     for ch in text:
-        if ch in "(<[":
+        if ch in opens:
             depth += 1
-        elif ch in ")>]":
+        elif ch in closes:
             depth -= 1
-        if ch == "," and depth == 0:
-            params.append(cur)
+        if ch == sep and depth == 0:
+            parts.append(cur)
             cur = ""
         else:
             cur += ch
-    if cur.strip():
-        params.append(cur)
+    parts.append(cur)
+    return [part.strip() for part in parts]
+
+
+def _split_params(text: str) -> list[Param]:
+    params = split_top_level(text, ",", "(<[", ")>]")
+    if params and not params[-1]:
+        params.pop()
     out = []
     for p in params:
         p = p.split("=")[0].strip()
