@@ -16,14 +16,14 @@ SKILLS = Path(__file__).resolve().parents[1] / "kb" / "skills"
 CONTRACT_TAGS = {"caching", "vectorization", "precision", "library", "tensor_core", "async_copy", "hopper_only"}
 
 
-def _method(mid: str) -> Method:
+def load_method(mid: str) -> Method:
     data = yaml.safe_load((SKILLS / "methods" / f"{mid}.yaml").read_text())
     assert list(data) == ["methods"], f"{mid}: only a 'methods' key expected"
     assert len(data["methods"]) == 1
     return Method(**data["methods"][0])
 
 
-def _module_strings(path: Path) -> dict[str, str]:
+def module_strings(path: Path) -> dict[str, str]:
     tree = ast.parse(path.read_text(), filename=str(path))
     out: dict[str, str] = {}
     for node in tree.body:
@@ -34,12 +34,12 @@ def _module_strings(path: Path) -> dict[str, str]:
     return out
 
 
-def _top_names(path: Path) -> set[str]:
+def top_names(path: Path) -> set[str]:
     tree = ast.parse(path.read_text(), filename=str(path))
     return {n.name for n in tree.body if isinstance(n, ast.FunctionDef | ast.ClassDef)}
 
 
-def _init_params(path: Path, cls: str) -> list[str]:
+def init_params(path: Path, cls: str) -> list[str]:
     tree = ast.parse(path.read_text(), filename=str(path))
     for node in tree.body:
         if isinstance(node, ast.ClassDef) and node.name == cls:
@@ -49,7 +49,7 @@ def _init_params(path: Path, cls: str) -> list[str]:
     raise AssertionError(f"{path}: {cls}.__init__ not found")
 
 
-def _load_inline_kwargs(path: Path) -> dict[str, ast.expr]:
+def load_inline_kwargs(path: Path) -> dict[str, ast.expr]:
     tree = ast.parse(path.read_text(), filename=str(path))
     for node in ast.walk(tree):
         if isinstance(node, ast.Call) and getattr(node.func, "id", None) == "load_inline":

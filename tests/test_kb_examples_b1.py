@@ -7,35 +7,25 @@ every before/after with ``load_inline`` and checks it against the task's ``Model
 from __future__ import annotations
 
 import ast
-import importlib.util
 import re
-import sys
 from pathlib import Path
 
 import pytest
 import yaml
 
+from tests import kb_examples_check as RUNNER
+from tests.example_files import (
+    CONTRACT_TAGS,
+    init_params,
+    load_inline_kwargs,
+    load_method,
+    module_strings,
+    top_names,
+)
+
 SKILLS = Path(__file__).resolve().parents[1] / "kb" / "skills"
 
 
-def _sibling(name: str):
-    """Load a helper module beside this file (the tests folder is not a package)."""
-    path = Path(__file__).with_name(f"{name}.py")
-    spec = importlib.util.spec_from_file_location(name, path)
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    sys.modules.setdefault(name, module)
-    spec.loader.exec_module(module)
-    return module
-
-
-FILES = _sibling("example_files")
-_method, _module_strings, _top_names = FILES._method, FILES._module_strings, FILES._top_names
-_init_params, _load_inline_kwargs = FILES._init_params, FILES._load_inline_kwargs
-CONTRACT_TAGS = FILES.CONTRACT_TAGS
-
-
-RUNNER = _sibling("kb_examples_check")
 METHODS: tuple[str, ...] = RUNNER.B1_METHODS
 
 
@@ -49,7 +39,7 @@ def test_all_22_methods_are_listed_once() -> None:
 
 @pytest.mark.parametrize("mid", METHODS)
 def test_method_yaml_validates(mid: str) -> None:
-    m = _method(mid)
+    m = load_method(mid)
     assert m.id == mid
     assert m.preconditions.strip() and m.guidance.strip() and m.intent.strip() and m.mechanism.strip()
     assert m.expected_effects, f"{mid}: expected_effects is empty"
@@ -62,7 +52,7 @@ def test_method_yaml_validates(mid: str) -> None:
 
 @pytest.mark.parametrize("mid", METHODS)
 def test_method_tags_follow_the_contract(mid: str) -> None:
-    m = _method(mid)
+    m = load_method(mid)
     tags = set(m.tags)
     expected = {
         "vectorized_access_16b": {"vectorization"},
@@ -86,7 +76,7 @@ def test_method_tags_follow_the_contract(mid: str) -> None:
 
 @pytest.mark.parametrize("mid", METHODS)
 def test_method_references_exist_in_the_kb(mid: str) -> None:
-    m = _method(mid)
+    m = load_method(mid)
     fields = {f["id"] for f in yaml.safe_load((SKILLS / "fields.yaml").read_text())["fields"]}
     bottlenecks = {b["id"] for b in yaml.safe_load((SKILLS / "bottlenecks.yaml").read_text())["bottlenecks"]}
     for effect in m.expected_effects:
@@ -98,7 +88,7 @@ def test_method_references_exist_in_the_kb(mid: str) -> None:
 @pytest.mark.parametrize("mid", METHODS)
 def test_task_file_is_kernelbench_format(mid: str) -> None:
     path = SKILLS / "examples" / mid / "task.py"
-    names = _top_names(path)
+    names = top_names(path)
     assert {"Model", "get_inputs", "get_init_inputs"} <= names
     assert "load_inline" not in path.read_text()
 
@@ -108,15 +98,15 @@ def test_task_file_is_kernelbench_format(mid: str) -> None:
 def test_candidate_file_shape(mid: str, variant: str) -> None:
     folder = SKILLS / "examples" / mid
     path = folder / f"{variant}.py"
-    assert "ModelNew" in _top_names(path)
-    assert _init_params(path, "ModelNew") == _init_params(folder / "task.py", "Model")
-    strings = _module_strings(path)
+    assert "ModelNew" in top_names(path)
+    assert init_params(path, "ModelNew") == init_params(folder / "task.py", "Model")
+    strings = module_strings(path)
     cuda, cpp = strings.get("CUDA_SRC", ""), strings.get("CPP_SRC", "")
     assert "__global__" in cuda, f"{path}: no CUDA kernel"
     assert "torch/extension.h" not in cuda, f"{path}: heavy header in the CUDA source"
     includes = set(re.findall(r"#include\s*<([^>]+)>", cuda))
     assert includes <= {"torch/types.h", "cuda_runtime.h", "cuda_fp16.h", "mma.h", "cuda_pipeline.h", "cstdint"}
-    kwargs = _load_inline_kwargs(path)
+    kwargs = load_inline_kwargs(path)
     name = ast.literal_eval(kwargs["name"])
     assert name == f"ks_{mid}_{variant}"
     functions = ast.literal_eval(kwargs["functions"])
@@ -133,7 +123,7 @@ def test_example_names_are_unique() -> None:
     names = []
     for mid in METHODS:
         for variant in ("before", "after"):
-            names.append(ast.literal_eval(_load_inline_kwargs(SKILLS / "examples" / mid / f"{variant}.py")["name"]))
+            names.append(ast.literal_eval(load_inline_kwargs(SKILLS / "examples" / mid / f"{variant}.py")["name"]))
     assert len(names) == len(set(names))
 
 

@@ -20,6 +20,14 @@ import pytest
 import yaml
 
 from kernelskill.kb.schema import Method
+from tests.example_files import (
+    CONTRACT_TAGS,
+    init_params,
+    load_inline_kwargs,
+    load_method,
+    module_strings,
+    top_names,
+)
 
 ROOT = Path(__file__).resolve().parents[1]
 SKILLS = ROOT / "kb" / "skills"
@@ -47,21 +55,6 @@ def _evidence_module():
 EV = _evidence_module()
 
 
-def _sibling(name: str):
-    """Load a helper module beside this file (the tests folder is not a package)."""
-    path = Path(__file__).with_name(f"{name}.py")
-    spec = importlib.util.spec_from_file_location(name, path)
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    sys.modules.setdefault(name, module)
-    spec.loader.exec_module(module)
-    return module
-
-
-FILES = _sibling("example_files")
-_method, _module_strings, _top_names = FILES._method, FILES._module_strings, FILES._top_names
-_init_params, _load_inline_kwargs = FILES._init_params, FILES._load_inline_kwargs
-CONTRACT_TAGS = FILES.CONTRACT_TAGS
 
 
 def test_the_last_23_contract_ids_are_covered() -> None:
@@ -72,7 +65,7 @@ def test_the_last_23_contract_ids_are_covered() -> None:
 
 @pytest.mark.parametrize("mid", METHODS)
 def test_method_yaml_validates(mid: str) -> None:
-    m = _method(mid)
+    m = load_method(mid)
     assert m.id == mid
     assert m.category in {"memory", "compute", "parallelism", "synchronization", "launch", "algorithm", "library"}
     assert len(m.intent.split()) >= 15, f"{mid}: intent too thin"
@@ -88,7 +81,7 @@ def test_method_yaml_validates(mid: str) -> None:
 
 @pytest.mark.parametrize("mid", METHODS)
 def test_method_tags_follow_the_contract(mid: str) -> None:
-    tags = set(_method(mid).tags)
+    tags = set(load_method(mid).tags)
     expected = {
         "cudnn_conv": {"library"},
         "reduced_precision_storage": {"precision"},
@@ -107,7 +100,7 @@ def test_method_tags_follow_the_contract(mid: str) -> None:
 
 @pytest.mark.parametrize("mid", METHODS)
 def test_method_references_exist_in_the_kb(mid: str) -> None:
-    m = _method(mid)
+    m = load_method(mid)
     fields = {f["id"] for f in yaml.safe_load((SKILLS / "fields.yaml").read_text())["fields"]}
     bottlenecks = {b["id"] for b in yaml.safe_load((SKILLS / "bottlenecks.yaml").read_text())["bottlenecks"]}
     predicates = {p["id"] for p in yaml.safe_load((SKILLS / "predicates.yaml").read_text())["predicates"]}
@@ -122,7 +115,7 @@ def test_method_references_exist_in_the_kb(mid: str) -> None:
 @pytest.mark.parametrize("mid", METHODS)
 def test_task_file_is_kernelbench_format(mid: str) -> None:
     path = SKILLS / "examples" / mid / "task.py"
-    assert {"Model", "get_inputs", "get_init_inputs"} <= _top_names(path)
+    assert {"Model", "get_inputs", "get_init_inputs"} <= top_names(path)
     assert "load_inline" not in path.read_text()
 
 
@@ -131,9 +124,9 @@ def test_task_file_is_kernelbench_format(mid: str) -> None:
 def test_candidate_file_shape(mid: str, variant: str) -> None:
     folder = SKILLS / "examples" / mid
     path = folder / f"{variant}.py"
-    assert "ModelNew" in _top_names(path)
-    assert _init_params(path, "ModelNew") == _init_params(folder / "task.py", "Model")
-    strings = _module_strings(path)
+    assert "ModelNew" in top_names(path)
+    assert init_params(path, "ModelNew") == init_params(folder / "task.py", "Model")
+    strings = module_strings(path)
     cuda, cpp = strings.get("CUDA_SRC", ""), strings.get("CPP_SRC", "")
     assert "__global__" in cuda, f"{path}: no CUDA kernel"
     assert "torch/extension.h" not in cuda and "ATen/cuda/CUDAContext.h" not in cuda, f"{path}: heavy header"
@@ -141,7 +134,7 @@ def test_candidate_file_shape(mid: str, variant: str) -> None:
     assert {"torch/types.h", "cuda_runtime.h"} <= includes
     assert includes <= {"torch/types.h", "cuda_runtime.h", "cuda_fp16.h", "math.h", "vector", "algorithm",
                         "stdint.h", "cstring"}, includes
-    kwargs = _load_inline_kwargs(path)
+    kwargs = load_inline_kwargs(path)
     assert ast.literal_eval(kwargs["name"]) == f"kb_{mid}_{variant}"
     flags = ast.literal_eval(kwargs["extra_cuda_cflags"])
     assert flags[:2] == ["-O3", "-gencode=arch=compute_90,code=sm_90"]
@@ -153,7 +146,7 @@ def test_candidate_file_shape(mid: str, variant: str) -> None:
 def test_extension_names_are_unique_across_all_examples() -> None:
     names = []
     for path in sorted((SKILLS / "examples").glob("*/*.py")):
-        kwargs = _load_inline_kwargs(path)
+        kwargs = load_inline_kwargs(path)
         if "name" in kwargs:
             names.append(ast.literal_eval(kwargs["name"]))
     assert len(names) == len(set(names)), [n for n in names if names.count(n) > 1]
