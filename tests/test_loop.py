@@ -14,7 +14,7 @@ from kernelskill.pipeline.llm import LLMClient
 from kernelskill.pipeline.loop import Loop, LoopOptions
 from kernelskill.pipeline.runs import RunStore, sql
 from tests.openai_test_server import ScriptedOpenAI
-from tests.test_loop_helpers import TASK, ScriptedEvaluator, main_script, retriever
+from tests.test_loop_helpers import ADD_CANDIDATE, ADD_TASK, TASK, ScriptedEvaluator, main_script, retriever
 
 FAULTED = {"r02.plan.1": 2, "r02.optimize.1": 2, "r05.optimize.1": 2}
 
@@ -192,27 +192,8 @@ def test_optimize_cli_with_live_display_then_runs_commands(tmp_path: Path, task_
     assert "| 2 | optimize | vectorized_access_16b |" in report.output
 
 
-ADD_TASK = '''import torch
-
-
-class Model(torch.nn.Module):
-    def __init__(self):
-        super().__init__()
-
-    def forward(self, a, b):
-        return a + b
-
-
-def get_inputs():
-    return [torch.rand(64, 256), torch.rand(64, 256)]
-
-
-def get_init_inputs():
-    return []
-'''
 WRONG = "import torch\n\n\nclass ModelNew(torch.nn.Module):\n    def forward(self, a, b):\n        return a - b\n"
-RIGHT = ("import torch\n\n\nclass ModelNew(torch.nn.Module):\n    def forward(self, a, b):\n"
-         "        return torch.sub(a, torch.neg(b))\n")
+RIGHT = ADD_CANDIDATE
 
 
 def test_loop_with_the_real_harness_on_cpu(tmp_path: Path) -> None:

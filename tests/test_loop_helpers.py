@@ -39,6 +39,29 @@ def get_init_inputs():
 '''
 
 
+#: a tiny add task, and a correct pure-PyTorch candidate for it (the harness's CPU mode runs both)
+ADD_TASK = '''import torch
+
+
+class Model(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+
+    def forward(self, a, b):
+        return a + b
+
+
+def get_inputs():
+    return [torch.rand(64, 256), torch.rand(64, 256)]
+
+
+def get_init_inputs():
+    return []
+'''
+ADD_CANDIDATE = ("import torch\n\n\nclass ModelNew(torch.nn.Module):\n    def forward(self, a, b):\n"
+                 "        return torch.sub(a, torch.neg(b))\n")
+
+
 def kernel(marker: str, tag: str = "") -> str:
     """A ModelNew file whose harness result (for the stand-in evaluator) is ``marker``."""
     return f'''# harness: {marker}

@@ -17,6 +17,8 @@ from kernelskill.pipeline.loop import Loop, LoopOptions
 from kernelskill.pipeline.portable import ARCHIVE_SUFFIX, export_run, import_run
 from kernelskill.pipeline.runs import RunStore, pending_request
 from tests.openai_test_server import ScriptedOpenAI
+from tests.test_loop_helpers import ADD_CANDIDATE as CANDIDATE
+from tests.test_loop_helpers import ADD_TASK as TASK
 from tests.test_loop_helpers import StandInRetriever, fenced
 
 BLOCKED = ("pydantic", "click", "rich", "jinja2", "duckdb", "chromadb", "openai", "yaml", "sentence_transformers")
@@ -39,26 +41,6 @@ BARE_BOX = textwrap.dedent(f"""
         print("LOADED", loaded, file=sys.stderr)
 """)
 
-TASK = '''import torch
-
-
-class Model(torch.nn.Module):
-    def __init__(self):
-        super().__init__()
-
-    def forward(self, a, b):
-        return a + b
-
-
-def get_inputs():
-    return [torch.rand(64, 256), torch.rand(64, 256)]
-
-
-def get_init_inputs():
-    return []
-'''
-CANDIDATE = ("import torch\n\n\nclass ModelNew(torch.nn.Module):\n    def forward(self, a, b):\n"
-             "        return torch.sub(a, torch.neg(b))\n")
 
 
 def bare_box(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
