@@ -679,7 +679,7 @@ def open_store(settings: Any, *, read_only: bool = False, bundled: Path | None =
         log.warning("KB at %s is older than its skills folders; rebuilding", settings.kb_dir)
         try:
             init_kb(settings, bundled=bundled)
-        except KernelskillError as exc:
+        except (KernelskillError, OSError) as exc:  # a broken source, or a home this user cannot write
             log.warning("KB not rebuilt, answering from the previous one: %s", exc)
         store = KBStore.open(settings.kb_dir, read_only=read_only, embed_settings=settings.embed)
     elif not store.read_only and store.drifted():
