@@ -840,8 +840,11 @@ def evidence_record(row: dict, report: dict) -> dict | None:
                      f"(max abs diff {row.get(f'{w}_max_abs_diff', float('nan')):.3g})")
     if row.get("message"):
         notes.append(row["message"])
+    gain_ms = row["before_ms"] - row["after_ms"]
     if row["speedup"] < 1.0:
         notes.append("the method did not pay on this example")
+    elif gain_ms <= max(row["before_iqr_ms"], row["after_iqr_ms"]):
+        notes.append(f"no measurable gain on this example: the {gain_ms:.4f} ms saved is within the timing IQR")
     notes.append(f"IQR before {row['before_iqr_ms']:.4f} ms, after {row['after_iqr_ms']:.4f} ms, "
                  f"{row.get('trials', 0)} trials, {report.get('protocol', '')}")
     return {
@@ -852,9 +855,14 @@ def evidence_record(row: dict, report: dict) -> dict | None:
         "speedup": row["speedup"],
         "hardware": HARDWARE,
         "date": EVIDENCE_DATE,
-        "command": report.get("command", "python benchmarks/kb_evidence.py"),
+        "command": _portable_command(report.get("command", "python benchmarks/kb_evidence.py")),
         "notes": "; ".join(notes),
     }
+
+
+def _portable_command(command: str) -> str:
+    """The command as a reader can rerun it: the box's output folder written as ``$OUT``."""
+    return re.sub(r"--out \S*/kb_evidence\.json", "--out $OUT/kb_evidence.json", command)
 
 
 def render_evidence(record: dict, indent: int) -> list[str]:

@@ -122,6 +122,7 @@ if __name__ == "__main__":  # python -m tests.test_split_gpu_side task FILE | an
     from tests.test_loop_gpu import TASK as GPU_TASK
 
     if sys.argv[1] == "task":
+        Path(sys.argv[2]).parent.mkdir(parents=True, exist_ok=True)
         Path(sys.argv[2]).write_text(GPU_TASK)
     else:
         print("\n".join(answer_from_script(Path(sys.argv[2]), GPU_SCRIPT)) or "nothing pending")
