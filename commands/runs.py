@@ -59,7 +59,7 @@ def show(ctx, run: str) -> None:
         from rich.table import Table
 
         out = console()
-        out.print(f"[bold]{d['id']}[/bold] {d['task']} ({d['status']}), model {d['model']}, "
+        out.print(f"[bold]{d['id']}[/bold] {d['task']} ({d['status']}), answered by {d['answered_by']}, "
                   f"{d['llm_calls']} LLM calls, {d['tokens']} tokens, ${d['cost_usd']:.4f}")
         if d.get("waits_for"):
             out.print(f"waits for the {d['waits_for']} step")
@@ -136,8 +136,10 @@ def pending_cmd(ctx, run: str) -> None:
 @click.argument("run")
 @click.argument("request_id")
 @click.argument("answer_file", type=click.File("r", encoding="utf-8"))
+@click.option("--by", "by", default="runs answer", show_default=True,
+              help="who wrote the answer (a person, an agent's name); the report credits it")
 @common_options
-def answer_cmd(ctx, run: str, request_id: str, answer_file) -> None:
+def answer_cmd(ctx, run: str, request_id: str, answer_file, by: str) -> None:
     """Answer the LLM step REQUEST_ID of RUN with the text of ANSWER_FILE (`-`: stdin).
 
     The answer is checked like an API answer of that role; an unusable one is refused with the reason
@@ -164,7 +166,7 @@ def answer_cmd(ctx, run: str, request_id: str, answer_file) -> None:
     if reason:
         raise KernelskillError(f"{name}: not a usable {request.role} answer for {request_id}: {reason} "
                                "(nothing stored; the run still waits for it)")
-    exchange.put_answer(Answer(id=request.id, text=r.log.scrub(text), answered_by="kernelskill runs answer"))
+    exchange.put_answer(Answer(id=request.id, text=r.log.scrub(text), answered_by=by.strip() or "runs answer"))
     from kernelskill.commands.optimize import ks
 
     data = {"run": r.id, "request": request.id, "role": request.role, "stored": True,

@@ -64,6 +64,7 @@ class LLMResponse(BaseModel):
     provider: str = "openai"
     faults: list[str] = Field(default_factory=list)  # what the retried attempts failed with
     from_log: bool = False  # served from the run's own log (resume) instead of a request
+    answered_by: str | None = None  # who wrote an exchange answer (a person, an agent); None for a model
 
 
 class Totals(BaseModel):
@@ -183,8 +184,9 @@ class LLMClient:
         self.totals.cost_usd += response.cost_usd
         if self.log is not None:
             self.log.append("llm", "llm_call", {
-                "role": role, "model": self.settings.model, "provider": response.provider,
-                "messages": messages, "text": response.text, "usage": response.usage.model_dump(),
+                # an exchange answer was not written by the configured model: say who wrote it instead
+                "role": role, "model": None if response.provider == "exchange" else self.settings.model,
+                "provider": response.provider, "answered_by": response.answered_by, "messages": messages, "text": response.text, "usage": response.usage.model_dump(),
                 "cost_usd": response.cost_usd, "latency_s": response.latency_s,
                 "request_id": response.request_id, "attempts": response.attempts, "faults": response.faults,
             }, step=step, round_=round_)
@@ -198,7 +200,8 @@ class LLMClient:
         answer = exchange.answer_for(step) if exchange is not None else None
         if answer is None or answer.text is None:
             return None
-        return LLMResponse(text=answer.text, provider="exchange", request_id=f"exchange:{step}")
+        return LLMResponse(text=answer.text, provider="exchange", request_id=f"exchange:{step}",
+                           answered_by=answer.answered_by)
 
     def _replay(self, step: str) -> LLMResponse:
         assert self.replay_from is not None
@@ -327,7 +330,8 @@ def _response_from_event(event: dict[str, Any], *, from_log: bool) -> LLMRespons
     return LLMResponse(text=data.get("text", ""), usage=Usage(**data.get("usage", {})),
                        cost_usd=data.get("cost_usd", 0.0), latency_s=data.get("latency_s", 0.0),
                        request_id=data.get("request_id"), attempts=data.get("attempts", 1),
-                       provider=data.get("provider", "openai"), from_log=from_log)
+                       provider=data.get("provider", "openai"), answered_by=data.get("answered_by"),
+                       from_log=from_log)
 
 
 def _reason(exc: Exception) -> str:

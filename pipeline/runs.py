@@ -418,7 +418,8 @@ def summary(run: Run) -> dict[str, Any]:
     accepted = [a["speedup"] for a in attempts if a.get("accepted") and a.get("speedup")]
     return {
         "id": run.id, "task": manifest.get("task_name", TASK), "created": manifest.get("created"),
-        "model": manifest.get("model"), "status": run.status(),
+        "model": manifest.get("model"), "answered_by": answered_by(llm, manifest.get("model")),
+        "status": run.status(),
         "rounds": max((a["round"] for a in attempts), default=0),
         "attempts": len(attempts), "evals": sum(1 for e in events if e["type"] == "eval"),
         "best_speedup": max(accepted, default=None),
@@ -427,6 +428,19 @@ def summary(run: Run) -> dict[str, Any]:
         "llm_calls": len(llm), "tokens": sum(d["usage"].get("total_tokens", 0) for d in llm),
         "cost_usd": round(sum(d.get("cost_usd", 0.0) for d in llm), 6),
     }
+
+
+def answered_by(llm_calls: list[dict[str, Any]], default: str | None) -> str:
+    """Who answered the run's LLM steps: the models that were asked and, for answers that came through
+    the exchange, who wrote them (``"scripted agent (exchange)"``). Before any call: the configured model."""
+    seen: dict[str, int] = {}
+    for call in llm_calls:
+        who = (f"{call.get('answered_by') or 'unknown'} (exchange)" if call.get("provider") == "exchange"
+               else f"{call.get('model') or default} ({call.get('provider') or 'openai'})")
+        seen[who] = seen.get(who, 0) + 1
+    if not seen:
+        return f"{default} (no call yet)"
+    return ", ".join(f"{who} x{n}" if len(seen) > 1 else who for who, n in seen.items())
 
 
 def _cell(value: Any) -> str:
@@ -445,7 +459,7 @@ def markdown_report(run: Run) -> str:
     finished = [e["data"] for e in events if e["type"] == "run_finished"]
     best = finished[-1]["best"] if finished else None
     lines = [f"# kernelskill run {s['id']}", "",
-             f"- task: `{s['task']}`; model: `{s['model']}`; status: **{s['status']}**",
+             f"- task: `{s['task']}`; answered by: {s['answered_by']}; status: **{s['status']}**",
              f"- rounds: {s['rounds']}; candidates evaluated: {s['evals']}; LLM calls: {s['llm_calls']}, "
              f"{s['tokens']} tokens, ${s['cost_usd']:.4f}"]
     if best:

@@ -108,7 +108,8 @@ def test_exchange_run_answered_with_runs_answer_to_completion(tmp_path: Path, ta
     resume()  # evaluated; the reviewer decides whether it becomes the parent
     assert [p["id"] for p in pending()] == ["r01.review.1"]
     rejected("r01.review.1", '{"accept": "yes"}', "expected boolean")
-    assert answer("r01.review.1", review(True)).exit_code == 0
+    by = ks("runs", "answer", run_id, "r01.review.1", "-", "--by", "review agent", "--home", home, input=review(True))
+    assert by.exit_code == 0, by.output
 
     done = ks("runs", "resume", run_id, "--home", home, "--json", *PLUGINS)
     assert done.exit_code == 0, done.output
@@ -124,7 +125,10 @@ def test_exchange_run_answered_with_runs_answer_to_completion(tmp_path: Path, ta
     assert Counter(e["type"] for e in events if e["kind"] == "gpu") == {"eval": 3, "profile": 1}
     assert [e["data"]["before"] for e in events if e["type"] == "run_paused"] == [
         "r00.generate.1", "r01.plan.1", "r01.optimize.1", "r01.review.1"]
-    assert "vectorized_access_16b" in (run_dir / "report.md").read_text()
+    assert {e["data"]["model"] for e in calls} == {None}  # no model wrote these answers
+    report = (run_dir / "report.md").read_text()
+    assert "vectorized_access_16b" in report
+    assert "answered by: runs answer (exchange) x3, review agent (exchange) x1" in report
 
 
 def test_an_answer_file_written_by_hand_goes_through_the_reask(tmp_path: Path, task_file: Path) -> None:
