@@ -841,9 +841,12 @@ def evidence_record(row: dict, report: dict) -> dict | None:
     if row.get("message"):
         notes.append(row["message"])
     gain_ms = row["before_ms"] - row["after_ms"]
+    verdict = "pays"
     if row["speedup"] < 1.0:
+        verdict = "slower"
         notes.append("the method did not pay on this example")
     elif gain_ms <= max(row["before_iqr_ms"], row["after_iqr_ms"]):
+        verdict = "no_gain"
         notes.append(f"no measurable gain on this example: the {gain_ms:.4f} ms saved is within the timing IQR")
     notes.append(f"IQR before {row['before_iqr_ms']:.4f} ms, after {row['after_iqr_ms']:.4f} ms, "
                  f"{row.get('trials', 0)} trials, {report.get('protocol', '')}")
@@ -856,6 +859,7 @@ def evidence_record(row: dict, report: dict) -> dict | None:
         "hardware": HARDWARE,
         "date": EVIDENCE_DATE,
         "command": _portable_command(report.get("command", "python benchmarks/kb_evidence.py")),
+        "verdict": verdict,
         "notes": "; ".join(notes),
     }
 
@@ -869,7 +873,7 @@ def render_evidence(record: dict, indent: int) -> list[str]:
     pad = " " * indent
     lines = [f"{pad}evidence:"]
     first = True
-    for key in ("kind", "task", "before_ms", "after_ms", "speedup", "hardware", "date", "command", "notes"):
+    for key in ("kind", "task", "before_ms", "after_ms", "speedup", "hardware", "date", "command", "verdict", "notes"):
         value = record[key]
         text = json.dumps(value) if isinstance(value, str) else repr(value)
         prefix = f"{pad}  - " if first else f"{pad}    "

@@ -231,6 +231,10 @@ def stats_cmd(ctx) -> None:
         table = Table("key", "value", title=f"KB {s['kb_dir']}")
         for k, n in s["counts"].items():
             table.add_row(k, str(n))
+        b = s["backing"]
+        table.add_row("methods with a worked example", f"{b['with_example']} of {b['methods']}")
+        table.add_row("methods with measured evidence", f"{b['measured']} of {b['methods']} (pays {b['pays']}, "
+                      f"no gain {b['no_gain']}, slower {b['slower']})")
         table.add_row("content hash", str(s["content_hash"]))
         table.add_row("schema version", str(s["schema_version"]))
         table.add_row("ingested at", str(s["ingested_at"]))

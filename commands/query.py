@@ -163,7 +163,7 @@ def render(r: Any, *, explain: bool = False) -> None:
             ex = next((e for e in m.examples if e.endswith("after.py")), m.examples[0] if m.examples else "")
             guide = (m.guidance or (m.docs[0].text if m.docs else "")).strip().replace("\n", " ")
             t.add_row(str(m.rank), f"{m.id}\n[dim]{m.name}[/]", guide[:160] + ("..." if len(guide) > 160 else ""),
-                      _short(ex))
+                      _short(ex) + (f"\n[dim]{m.measured.summary()}[/]" if m.measured else ""))
         con.print(t)
     if r.forbidden:
         t = Table(title="forbidden", title_justify="left")

@@ -14,6 +14,7 @@ import math
 from collections import defaultdict
 from collections.abc import Iterable
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any, Literal
 
 from pydantic import BaseModel
@@ -305,6 +306,7 @@ class _Linter:
         self.cases_reachable()
         self.tier_layout()
         self.unused()
+        self.backing()
         coverage = self.coverage()
         order = {"error": 0, "warning": 1}
         self.findings.sort(key=lambda f: (order[f.severity], f.file, f.line, f.code))
@@ -467,6 +469,21 @@ class _Linter:
         for m in self.s.methods:
             if m.id not in permitted:
                 self.add("warning", m.id, f"{m.id}: no case permits this method", "method_never_permitted")
+
+    def backing(self) -> None:
+        """Every method should carry a worked example and a measurement of it on the GPU."""
+        for m in self.s.methods:
+            if m.example is None:
+                self.add("warning", m.id, f"{m.id}: method has no worked example", "method_without_example")
+                continue
+            measured = [e for e in m.evidence if e.kind == "measured"]
+            if not measured:
+                self.add("warning", m.id, f"{m.id}: the worked example has no measured evidence "
+                                          "(python benchmarks/kb_evidence.py on a GPU)", "method_unmeasured")
+            for e in measured:
+                if e.task and Path(e.task).as_posix() != Path(m.example.task).as_posix():
+                    self.add("warning", m.id, f"{m.id}: evidence measured {e.task!r}, but the worked example "
+                                              f"is {m.example.task!r}", "evidence_other_task")
 
     def coverage(self) -> list[CoverageRow]:
         structures = self.structures()

@@ -44,12 +44,17 @@ class Evidence(_Model):
     hardware: str = "NVIDIA H200"
     date: _dt.date
     command: str | None = None
+    #: what the measurement says about the method: ``pays``, ``no_gain`` (the time saved is inside the
+    #: timing noise) or ``slower``; derived from the speedup when not given (``no_gain`` needs the IQR)
+    verdict: Literal["pays", "no_gain", "slower"] | None = None
     notes: str = ""
 
     @model_validator(mode="after")
     def _speedup_consistent(self) -> Evidence:
         if self.before_ms and self.after_ms and self.speedup is None:
             self.speedup = round(self.before_ms / self.after_ms, 4)
+        if self.verdict is None and self.speedup is not None:
+            self.verdict = "slower" if self.speedup < 1.0 else "pays"
         return self
 
 

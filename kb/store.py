@@ -435,6 +435,7 @@ class KBStore:
             "schema_version": meta.get("schema_version"),
             "content_hash": meta.get("content_hash"),
             "counts": self.counts(),
+            "backing": self.backing(),
             "ingested_at": meta.get("ingested_at"),
             "files": len(meta.get("files", [])),
             "embed_model": meta.get("embed_model"),
@@ -442,6 +443,21 @@ class KBStore:
                        "content_hash": chroma_meta.get("content_hash"),
                        "in_sync": chroma_meta.get("content_hash") == meta.get("content_hash")},
         }
+
+    def backing(self) -> dict[str, int]:
+        """How the methods are backed: with a worked example, with a measured evidence record, and what
+        the latest measurement said (pays / no_gain / slower)."""
+        methods = self.methods()
+        out = {"methods": len(methods), "with_example": sum(1 for m in methods if m.example is not None),
+               "measured": 0, "pays": 0, "no_gain": 0, "slower": 0}
+        for m in methods:
+            measured = [e for e in m.evidence if e.kind == "measured"]
+            if measured:
+                out["measured"] += 1
+                latest = max(enumerate(measured), key=lambda ie: (ie[1].date, ie[0]))[1]
+                if latest.verdict:
+                    out[latest.verdict] += 1
+        return out
 
     # -- vector search ------------------------------------------------------------------------
     def search_docs(self, text: str, k: int = 5, methods: list[str] | None = None, *,

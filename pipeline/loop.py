@@ -154,7 +154,7 @@ def query_view(raw: dict[str, Any]) -> dict[str, Any]:
                  "rationale": case.get("rationale") or ""} if case.get("id") else None)
     return {"tier": _label(raw.get("tier"), "name", "id"), "bottleneck": _label(raw.get("bottleneck"), "name", "id"),
             "case": case or None, "static_only": bool(raw.get("static_only", False)),
-            "permitted": _methods(raw.get("permitted"), "name", "guidance"),
+            "permitted": _methods(raw.get("permitted"), "name", "guidance", "measured"),
             "forbidden": _methods(raw.get("forbidden"), "reason"),
             "fields": profile_fields(raw.get("profile"))}
 

@@ -19,7 +19,7 @@ from typing import Any
 
 from kernelskill.kb.schema import Method
 
-from .result import DocRef, PermittedMethod
+from .result import DocRef, MeasuredExample, PermittedMethod
 
 log = logging.getLogger(__name__)
 
@@ -140,6 +140,16 @@ def fuse_orders(methods: list[PermittedMethod], vec_rank: Mapping[str, int]) -> 
     return out
 
 
+def measured_example(method: Method) -> MeasuredExample | None:
+    """The latest ``measured`` evidence of ``method`` (its worked example on a GPU), if any."""
+    records = [e for e in method.evidence if e.kind == "measured"]
+    if not records:
+        return None
+    e = max(enumerate(records), key=lambda ie: (ie[1].date, ie[0]))[1]
+    return MeasuredExample(task=e.task, before_ms=e.before_ms, after_ms=e.after_ms, speedup=e.speedup,
+                           verdict=e.verdict, hardware=e.hardware, date=e.date.isoformat())
+
+
 def rank_methods(kb: Any, methods: list[Method], text: str, *, case_id: str | None, k: int = 3,
                  static_only: bool = False) -> list[PermittedMethod]:
     """Search docs of the permitted methods only, attach up to ``k`` per method, and order."""
@@ -155,7 +165,7 @@ def rank_methods(kb: Any, methods: list[Method], text: str, *, case_id: str | No
         out.append(PermittedMethod(
             id=m.id, name=m.name, rank=pos, case_rank=pos, source_case=case_id, category=m.category,
             tags=list(m.tags), guidance=m.guidance, examples=_example_paths(kb, m), docs=docs,
-            similarity=round(1.0 - docs[0].distance, 4) if docs else None))
+            similarity=round(1.0 - docs[0].distance, 4) if docs else None, measured=measured_example(m)))
     if static_only and any(p.similarity is not None for p in out):
         by_sim = sorted(out, key=lambda p: (-(p.similarity if p.similarity is not None else -1e9), p.case_rank))
         vec_rank = {p.id: i for i, p in enumerate(by_sim, start=1)}

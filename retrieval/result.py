@@ -113,6 +113,24 @@ class DocRef(_Model):
     text: str = ""
 
 
+class MeasuredExample(_Model):
+    """The method's worked example as measured (its latest ``measured`` evidence record)."""
+
+    task: str | None = None
+    before_ms: float | None = None
+    after_ms: float | None = None
+    speedup: float | None = None
+    verdict: Literal["pays", "no_gain", "slower"] | None = None
+    hardware: str
+    date: str
+
+    def summary(self) -> str:
+        """``"1.07x on NVIDIA H200 (no gain inside the IQR), 2026-12-02"``."""
+        ratio = f"{self.speedup:.2f}x" if self.speedup is not None else "unmeasured"
+        said = {"pays": "", "no_gain": " (no gain beyond timing noise)", "slower": " (slower)"}.get(self.verdict or "", "")
+        return f"{ratio} on {self.hardware}{said}, {self.date}"
+
+
 class PermittedMethod(_Model):
     id: str
     name: str
@@ -125,6 +143,7 @@ class PermittedMethod(_Model):
     examples: list[str] = Field(default_factory=list)  # worked example files (task, before, after)
     docs: list[DocRef] = Field(default_factory=list)
     similarity: float | None = None  # 1 - best doc distance
+    measured: MeasuredExample | None = None  # how its worked example did on the GPU (None: never measured)
     notes: list[str] = Field(default_factory=list)
 
 

@@ -51,6 +51,12 @@ def test_templates_are_strict_and_every_role_renders() -> None:
         msgs = messages_for(role, **ctx)
         assert msgs[0]["role"] == "system" and msgs[1]["content"].strip()
     assert "1. `coalesced_access`" in messages_for("planner", **ctx)[1]["content"]
+    # the measured worked example travels into the planner's list, negative evidence included
+    measured = [dict(PERMITTED[0], measured={"speedup": 1.01, "verdict": "no_gain", "hardware": "NVIDIA H200"}),
+                dict(PERMITTED[1], measured={"speedup": 3.01, "verdict": "pays", "hardware": "NVIDIA H200"})]
+    planner = messages_for("planner", **{**ctx, "permitted": measured})[1]["content"]
+    assert ("Measured on NVIDIA H200: its worked example got 1.01x, a gain inside the timing noise" in planner)
+    assert "Measured on NVIDIA H200: its worked example got 3.01x." in planner
     with pytest.raises(jinja2.UndefinedError):
         render("planner.j2", task_source=TASK)
 

@@ -33,6 +33,9 @@ def _stats(home: Path) -> dict:
 def test_init_stats_list_show_search(home: Path) -> None:
     stats = _stats(home)
     assert stats["counts"]["cases"] == 4 and stats["chroma"]["in_sync"]
+    # one method of the small set has a worked example, none has been measured
+    assert stats["backing"] == {"methods": stats["counts"]["methods"], "with_example": 1, "measured": 0, "pays": 0,
+                                "no_gain": 0, "slower": 0}
     again = json.loads(_run("kb", "init", "--home", str(home), "--json"))
     assert again["changed"] is False
     rows = json.loads(_run("kb", "list", "--home", str(home), "--type", "case", "--bottleneck",

@@ -81,6 +81,18 @@ def test_counts_meet_the_issue() -> None:
     assert sum(1 for c in k["cases"] if c.fallback) >= 10
 
 
+def test_every_method_has_an_example_measured_on_the_h200() -> None:
+    for m in kb()["methods"]:
+        assert m.example is not None, m.id
+        measured = [e for e in m.evidence if e.kind == "measured"]
+        assert measured, f"{m.id}: no measured evidence"
+        for e in measured:
+            assert e.hardware == "NVIDIA H200" and e.task == m.example.task, m.id
+            assert e.before_ms and e.after_ms and e.speedup == pytest.approx(e.before_ms / e.after_ms, rel=1e-3)
+            assert (e.verdict == "slower") == (e.speedup < 1.0), m.id
+            assert (e.verdict == "no_gain") == ("no measurable gain" in e.notes), m.id
+
+
 def test_ids_are_unique() -> None:
     ids = [o.id for items in kb().values() for o in items]
     dupes = sorted({i for i in ids if ids.count(i) > 1})

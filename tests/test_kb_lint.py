@@ -33,6 +33,9 @@ def test_small_set_is_clean_of_errors_and_has_expected_warnings() -> None:
     assert "unused_predicate" in warn  # half_precision
     assert "method_never_permitted" in warn  # cublas_gemm
     assert "coverage_hole" in warn
+    unmeasured = [f for f in report.findings if f.code == "method_unmeasured"]
+    assert [f.object_id for f in unmeasured] == ["coalesced_access"]  # has an example, never measured
+    assert {f.object_id for f in report.findings if f.code == "method_without_example"} >= {"vectorized_access_16b"}
     cell = next(r for r in report.coverage if r.bottleneck == "memory_bandwidth" and r.tier == "tier.high")
     assert cell.counts == {0: 2, 1: 1, 2: 1, 3: 1, 4: 1}
     assert report.holes() == 16
@@ -136,3 +139,13 @@ def test_duplicate_ids_surface_as_lint_errors(tmp_path: Path) -> None:
         "predicates:\n  - id: dram_bound\n    description: other\n    expr: dram_throughput_pct > 1\n")
     report = lint_sources(S, bundled=SMALL)
     assert report.errors[0].code == "duplicate_id" and report.errors[0].line == 2
+
+
+def test_evidence_of_another_task_is_flagged(tmp_path: Path) -> None:
+    report, _ = _lint_with(tmp_path, "", replace=(
+        "      after: examples/coalesced_access/after.py\n",
+        "      after: examples/coalesced_access/after.py\n    evidence:\n      - task: examples/other/task.py\n"
+        "        before_ms: 2.0\n        after_ms: 1.0\n        date: 2026-12-02\n"))
+    [finding] = [f for f in report.findings if f.code == "evidence_other_task"]
+    assert finding.object_id == "coalesced_access" and "examples/other/task.py" in finding.message
+    assert "method_unmeasured" not in _codes(report, "warning")

@@ -91,6 +91,8 @@ def test_golden(settings, name: str) -> None:
         assert all(d.id for d in p.docs)
     assert any(p.docs for p in r.permitted)
     assert all(d.method == p.id for p in r.permitted for d in p.docs)
+    # each permitted method says how its worked example did on the H200 (the planner sees it too)
+    assert all(p.measured and p.measured.hardware == "NVIDIA H200" and p.measured.speedup for p in r.permitted)
 
 
 def test_naive_gemm_trace_contents(settings) -> None:
