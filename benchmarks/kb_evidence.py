@@ -866,7 +866,7 @@ def evidence_record(row: dict, report: dict) -> dict | None:
 
 def _portable_command(command: str) -> str:
     """The command as a reader can rerun it: the box's output folder written as ``$OUT``."""
-    return re.sub(r"--out \S*/kb_evidence\.json", "--out $OUT/kb_evidence.json", command)
+    return re.sub(r"--out \S*/([^/\s]+\.json)", r"--out $OUT/\1", command)
 
 
 def render_evidence(record: dict, indent: int) -> list[str]:

@@ -1,8 +1,9 @@
-"""read_only_cache_ldg, after: the same loop with const __restrict__ pointers and __ldg loads.
+"""read_only_cache_ldg, after: const __restrict__ pointers, __ldg loads, and loads made unconditional.
 
-With aliasing ruled out, the compiler may keep the taps in registers and reuse each input sample across
-the thread's 4 outputs (a 4 + 14 sample window instead of 60 reloads), and __ldg sends the loads through
-the non-coherent read-only path (LDG.E.CONSTANT). The source loop and the arithmetic order are unchanged.
+The guarded loads of the before (``if (j >= 0 && j < n)``) cannot be merged: each is its own branch. Here
+every load reads a clamped index and the weight of an out-of-range tap is zero, so the 4 outputs of a
+thread read the same 18 addresses and the compiler keeps that window in registers (18 read-only loads
+instead of 60). The taps are read once per thread. The summation order per output is unchanged.
 """
 
 import torch
@@ -20,18 +21,22 @@ CUDA_SRC = r"""
 __global__ void fir_readonly(const float* __restrict__ x, const float* __restrict__ w,
                              float* __restrict__ y, long n) {
     long base = ((long)blockIdx.x * blockDim.x + threadIdx.x) * OUT_PER_THREAD;
+    if (base >= n) return;
+    float taps[TAPS];
+#pragma unroll
+    for (int k = 0; k < TAPS; ++k) taps[k] = __ldg(w + k);
 #pragma unroll
     for (int o = 0; o < OUT_PER_THREAD; ++o) {
         long i = base + o;
-        if (i < n) {
-            float acc = 0.f;
+        float acc = 0.f;
 #pragma unroll
-            for (int k = 0; k < TAPS; ++k) {
-                long j = i + k - HALF;
-                if (j >= 0 && j < n) acc += __ldg(w + k) * __ldg(x + j);
-            }
-            y[i] = acc;
+        for (int k = 0; k < TAPS; ++k) {
+            long j = i + k - HALF;
+            long jc = j < 0 ? 0 : (j >= n ? n - 1 : j);      // always a valid address
+            float wk = (j >= 0 && j < n) ? taps[k] : 0.f;    // zero padding through the weight
+            acc += wk * __ldg(x + jc);
         }
+        if (i < n) y[i] = acc;
     }
 }
 

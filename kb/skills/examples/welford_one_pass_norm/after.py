@@ -92,7 +92,7 @@ def _ext():
 
 
 class ModelNew(nn.Module):
-    def __init__(self, cols: int = 4096, eps: float = 1e-5) -> None:
+    def __init__(self, cols: int = 65536, eps: float = 1e-5) -> None:
         super().__init__()
         self.cols, self.eps = cols, eps
         _ext()
