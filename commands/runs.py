@@ -223,12 +223,19 @@ def resume_cmd(ctx, run: str | None, all_dir: Path | None, stop_before: tuple[st
     def render(items: list[dict[str, Any]]) -> None:
         from rich.table import Table
 
+        out = console()
+        if not items:
+            out.print(f"no runs in {all_dir}")
+            return
         table = Table("run", "status", "rounds", "best", "waits for / error")
         for row in items:
             table.add_row(row["run"], row["status"], str(row.get("rounds") or 0),
                           f"{row['best_speedup']:.3f}x" if row.get("best_speedup") else "-",
-                          row.get("waiting") or row.get("error") or "")
-        console().print(table if items else f"no runs in {all_dir}")
+                          row.get("waits_for") or row.get("error") or "")
+        out.print(table)
+        for row in items:  # what to do next, in full, below the table
+            if row.get("waiting"):
+                out.print(f"[dim]{row['waiting']}[/dim]", soft_wrap=True)
 
     emit(ctx, rows, render)
     if any(row["status"] == "error" for row in rows):
@@ -246,6 +253,7 @@ def resume_all(ctx, store, settings, stops: list[str], rounds: int | None, provi
     from kernelskill.errors import KernelskillError
     from kernelskill.pipeline import gpu_side
     from kernelskill.pipeline.loop import Loop
+    from kernelskill.pipeline.runs import pending_request
 
     log = logging.getLogger(__name__)
     runs = [r for r in store.list() if r.status() != "finished"]
@@ -296,6 +304,8 @@ def resume_all(ctx, store, settings, stops: list[str], rounds: int | None, provi
         if r.id in errors:
             row["error"] = errors[r.id]
         elif res is not None and res.status == "paused":
+            waiting = pending_request(r)
+            row["waits_for"] = f"{waiting['side']} step {waiting['before']}" if waiting else None
             row["waiting"] = opt.waiting_message(ctx, r)
         rows.append(row)
     return rows

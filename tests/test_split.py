@@ -331,6 +331,11 @@ def test_resume_all_without_a_gpu_stops_every_run_before_its_gpu_step(tmp_path: 
     rows = json.loads(out.output)
     assert [r["status"] for r in rows] == ["paused", "paused"]
     assert all("waits for GPU step r00.eval" in r["waiting"] for r in rows)
+    assert [r["waits_for"] for r in rows] == ["gpu step r00.eval"] * 2
+    table = ks("runs", "resume", "--all", str(runs_dir), "--home", str(home),
+               "--retriever", f"{HELPERS}:StandInRetriever")
+    assert table.exit_code == 3 and table.output.count("gpu step r00.eval") == 2  # short in the table
+    assert table.output.count("waits for GPU step r00.eval") == 2  # the full instructions below it
     single = ks("runs", "resume", rows[0]["run"], "--home", str(home), "--retriever", f"{HELPERS}:StandInRetriever")
     assert single.exit_code == 3 and "waits for GPU step r00.eval" in single.output  # no CUDA: stops before it
     assert gpu_side.main([str(runs_dir), "--dry-run"]) == 0
