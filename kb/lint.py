@@ -476,7 +476,7 @@ class _Linter:
             if m.example is None:
                 self.add("warning", m.id, f"{m.id}: method has no worked example", "method_without_example")
                 continue
-            measured = [e for e in m.evidence if e.kind == "measured"]
+            measured = m.measurements()
             if not measured:
                 self.add("warning", m.id, f"{m.id}: the worked example has no measured evidence "
                                           "(python benchmarks/kb_evidence.py on a GPU)", "method_unmeasured")

@@ -211,6 +211,15 @@ class Method(KBObject):
     structures: list[StructureId] = PField(default_factory=list)
     example: WorkedExample | None = None
 
+    def measurements(self) -> list[Evidence]:
+        """The ``measured`` evidence records (runs of the worked example on a GPU), in file order."""
+        return [e for e in self.evidence if e.kind == "measured"]
+
+    def latest_measurement(self) -> Evidence | None:
+        """The newest measurement (by date; the later record when two share a date)."""
+        records = self.measurements()
+        return max(reversed(records), key=lambda e: e.date) if records else None
+
 
 class SkillDoc(KBObject):
     """The text vector search ranks. One per method is generated from the method itself;

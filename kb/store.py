@@ -451,10 +451,9 @@ class KBStore:
         out = {"methods": len(methods), "with_example": sum(1 for m in methods if m.example is not None),
                "measured": 0, "pays": 0, "no_gain": 0, "slower": 0}
         for m in methods:
-            measured = [e for e in m.evidence if e.kind == "measured"]
-            if measured:
+            latest = m.latest_measurement()
+            if latest is not None:
                 out["measured"] += 1
-                latest = max(enumerate(measured), key=lambda ie: (ie[1].date, ie[0]))[1]
                 if latest.verdict:
                     out[latest.verdict] += 1
         return out

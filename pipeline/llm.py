@@ -186,7 +186,8 @@ class LLMClient:
             self.log.append("llm", "llm_call", {
                 # an exchange answer was not written by the configured model: say who wrote it instead
                 "role": role, "model": None if response.provider == "exchange" else self.settings.model,
-                "provider": response.provider, "answered_by": response.answered_by, "messages": messages, "text": response.text, "usage": response.usage.model_dump(),
+                "provider": response.provider, "answered_by": response.answered_by, "messages": messages,
+                "text": response.text, "usage": response.usage.model_dump(),
                 "cost_usd": response.cost_usd, "latency_s": response.latency_s,
                 "request_id": response.request_id, "attempts": response.attempts, "faults": response.faults,
             }, step=step, round_=round_)

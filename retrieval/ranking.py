@@ -142,10 +142,9 @@ def fuse_orders(methods: list[PermittedMethod], vec_rank: Mapping[str, int]) -> 
 
 def measured_example(method: Method) -> MeasuredExample | None:
     """The latest ``measured`` evidence of ``method`` (its worked example on a GPU), if any."""
-    records = [e for e in method.evidence if e.kind == "measured"]
-    if not records:
+    e = method.latest_measurement()
+    if e is None:
         return None
-    e = max(enumerate(records), key=lambda ie: (ie[1].date, ie[0]))[1]
     return MeasuredExample(task=e.task, before_ms=e.before_ms, after_ms=e.after_ms, speedup=e.speedup,
                            verdict=e.verdict, hardware=e.hardware, date=e.date.isoformat())
 

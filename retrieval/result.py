@@ -125,7 +125,7 @@ class MeasuredExample(_Model):
     date: str
 
     def summary(self) -> str:
-        """``"1.07x on NVIDIA H200 (no gain inside the IQR), 2026-12-02"``."""
+        """``"1.07x on NVIDIA H200 (no gain beyond timing noise), 2026-12-02"``."""
         ratio = f"{self.speedup:.2f}x" if self.speedup is not None else "unmeasured"
         said = {"pays": "", "no_gain": " (no gain beyond timing noise)", "slower": " (slower)"}.get(self.verdict or "", "")
         return f"{ratio} on {self.hardware}{said}, {self.date}"
