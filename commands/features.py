@@ -19,7 +19,7 @@ def _llm_for(ctx: Ctx) -> Any:
     if not (settings.llm.base_url or settings.llm.resolved_api_key()) and settings.llm.provider == "openai":
         log.info("no LLM endpoint configured: undecided features keep the rule defaults")
         return None, settings
-    from kernelskill.pipeline.llm import LLMClient
+    from kernelskill.pipeline.loop.llm import LLMClient
 
     return LLMClient.from_settings(settings.llm), settings
 

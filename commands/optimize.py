@@ -116,7 +116,7 @@ def resumed_options(run: Any, settings: Any, stop_before: list[str], rounds: int
 
 def make_llm(settings: Any, stop_before: list[str], *, check: bool = True) -> Any:
     """The LLM client; its endpoint is checked first unless the run will not reach the LLM side."""
-    from kernelskill.pipeline.llm import LLMClient
+    from kernelskill.pipeline.loop.llm import LLMClient
 
     llm = LLMClient.from_settings(settings.llm)
     if check and "llm" not in stop_before:
@@ -161,7 +161,7 @@ def waiting_message(ctx: Any, run: Any) -> str:
     if step["side"] == "llm":
         return f"run {run.id} waits for LLM step {step['id']}: `{resume}` on the LLM side"
     return (f"run {run.id} waits for GPU step {step['id']} ({step['role']} {step.get('candidate')}): on a GPU "
-            f"machine `python -m kernelskill.pipeline.gpu_side {shlex.quote(str(run.path.parent))}` (carry it with "
+            f"machine `python -m kernelskill.pipeline.runs.gpu_side {shlex.quote(str(run.path.parent))}` (carry it with "
             f"`{ks(ctx, f'runs export {rid}')}`), or `{resume}` where CUDA is")
 
 

@@ -145,16 +145,16 @@ def answer_cmd(ctx, run: str, request_id: str, answer_file, by: str) -> None:
     The answer is checked like an API answer of that role; an unusable one is refused with the reason
     and nothing is stored (the run stays paused)."""
     from kernelskill.errors import KernelskillError
-    from kernelskill.pipeline.agents import check_answer
-    from kernelskill.pipeline.exchange import Answer, Exchange
+    from kernelskill.pipeline.loop.agents import check_answer
     from kernelskill.pipeline.runs import pending_request
+    from kernelskill.pipeline.runs.exchange import Answer, Exchange
 
     r = _store(ctx).open(run)
     exchange = Exchange(r.path)
     waiting = pending_request(r) or {}
     if waiting.get("side") == "gpu" and waiting.get("before") == request_id:
         raise KernelskillError(f"run {r.id}: {request_id} is a GPU step: the GPU side answers it "
-                               f"(`python -m kernelskill.pipeline.gpu_side {r.path.parent}`)")
+                               f"(`python -m kernelskill.pipeline.runs.gpu_side {r.path.parent}`)")
     request = exchange.request(request_id)
     if request.kind != "llm":
         raise KernelskillError(f"run {r.id}: {request_id} is a {request.kind} step (the GPU side answers it)")
@@ -251,9 +251,8 @@ def resume_all(ctx, store, settings, stops: list[str], rounds: int | None, provi
     until every run has finished or waits for something this machine cannot give."""
     from kernelskill.commands import optimize as opt
     from kernelskill.errors import KernelskillError
-    from kernelskill.pipeline import gpu_side
     from kernelskill.pipeline.loop import Loop
-    from kernelskill.pipeline.runs import pending_request
+    from kernelskill.pipeline.runs import gpu_side, pending_request
 
     log = logging.getLogger(__name__)
     runs = [r for r in store.list() if r.status() != "finished"]
@@ -320,7 +319,7 @@ def resume_all(ctx, store, settings, stops: list[str], rounds: int | None, provi
 def export_cmd(ctx, run_ids: tuple[str, ...], output: str | None) -> None:
     """Pack each RUN into one archive for another machine (refused if its folder is not portable)."""
     from kernelskill.errors import KernelskillError
-    from kernelskill.pipeline.portable import ARCHIVE_SUFFIX, export_run
+    from kernelskill.pipeline.runs.portable import ARCHIVE_SUFFIX, export_run
 
     store = _store(ctx)
     runs_ = [store.open(r) for r in run_ids]  # every run found before anything is written
@@ -344,8 +343,8 @@ def export_cmd(ctx, run_ids: tuple[str, ...], output: str | None) -> None:
 @common_options
 def import_cmd(ctx, archives: tuple[Path, ...], into: Path | None, replace: bool) -> None:
     """Unpack run archives (from `runs export` or gpu_side --export-to) into the runs folder."""
-    from kernelskill.pipeline.portable import import_run
     from kernelskill.pipeline.runs import Run
+    from kernelskill.pipeline.runs.portable import import_run
 
     rows = []
     for archive in archives:

@@ -130,7 +130,7 @@ _HARNESS_DTYPE = {"fp32": "float32", "fp16": "float16", "bf16": "bfloat16"}
 
 def default_tolerance(task_dtype: str | None) -> dict[str, float]:
     """The harness's default (KernelBench) tolerance for a task dtype, as context fields; {} if unknown."""
-    from kernelskill.pipeline.tolerances import DEFAULT_TOLERANCES
+    from kernelskill.protocols import DEFAULT_TOLERANCES
 
     name = _HARNESS_DTYPE.get(task_dtype or "")
     if name is None or name not in DEFAULT_TOLERANCES:

@@ -2,7 +2,7 @@
 
 It listens on 127.0.0.1 at a random port and answers ``GET /v1/models`` and
 ``POST /v1/chat/completions``. Each request is matched to its step by the ``X-Kernelskill-Step``
-header that :class:`kernelskill.pipeline.llm.LLMClient` sends. A reply is one of:
+header that :class:`kernelskill.pipeline.loop.llm.LLMClient` sends. A reply is one of:
 
 - a string: the assistant's message;
 - ``{"status": 429}`` / ``{"status": 500}``: an HTTP error (``retry_after`` optional);

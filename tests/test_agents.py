@@ -9,8 +9,8 @@ import jinja2
 import pytest
 
 from kernelskill.config import LLMSettings
-from kernelskill.pipeline.agents import ROLES, Agents, extract_code, messages_for, render
-from kernelskill.pipeline.llm import LLMClient
+from kernelskill.pipeline.loop.agents import ROLES, Agents, extract_code, messages_for, render
+from kernelskill.pipeline.loop.llm import LLMClient
 from tests.openai_test_server import ScriptedOpenAI
 from tests.test_loop_helpers import TASK, kernel
 
@@ -120,7 +120,7 @@ def test_reviewer_is_checked_against_the_harness(tmp_path: Path) -> None:
 
 
 def test_memory_filters_failed_methods_per_parent_and_keeps_profile_deltas() -> None:
-    from kernelskill.pipeline.memory import Attempt, Memory
+    from kernelskill.pipeline.loop.memory import Attempt, Memory
 
     m = Memory()
     m.add_attempt(Attempt(round=1, step="r01.optimize", candidate="c/r01.py", parent="c/seed.py", branch="optimize",
@@ -145,7 +145,7 @@ def test_memory_filters_failed_methods_per_parent_and_keeps_profile_deltas() -> 
 
 def test_code_roles_are_told_the_candidate_format() -> None:
     """The generator can ask for the harness's fast path instead of load_inline; JSON roles are unaffected."""
-    from kernelskill.pipeline.agents import render
+    from kernelskill.pipeline.loop.agents import render
 
     def system(role: str, fmt: str) -> str:
         return render("partials/system.j2", role=role, candidate_format=fmt)

@@ -4,8 +4,8 @@ from pathlib import Path
 
 import pytest
 
-from kernelskill.pipeline.exchange import Answer, Exchange, ExchangeError, Request
-from kernelskill.pipeline.portable import PortabilityError, check_portable, export_run, import_run
+from kernelskill.pipeline.runs.exchange import Answer, Exchange, ExchangeError, Request
+from kernelskill.pipeline.runs.portable import PortabilityError, check_portable, export_run, import_run
 
 
 def _run(tmp_path: Path) -> Path:

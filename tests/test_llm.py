@@ -10,7 +10,7 @@ import pytest
 
 from kernelskill.config import LLMSettings, Price
 from kernelskill.errors import KernelskillError
-from kernelskill.pipeline.llm import LLMClient, LLMError, parse_json_answer
+from kernelskill.pipeline.loop.llm import LLMClient, LLMError, parse_json_answer
 from kernelskill.pipeline.runs import EVENTS
 from tests.openai_test_server import ScriptedOpenAI
 
@@ -136,8 +136,8 @@ def test_endpoint_and_key_checks_are_one_line_errors(tmp_path: Path) -> None:
 
 
 def test_a_registered_provider_is_recorded_like_the_api(tmp_path: Path, monkeypatch) -> None:
-    from kernelskill.pipeline import llm as llm_module
-    from kernelskill.pipeline.llm import LLMResponse
+    from kernelskill.pipeline.loop import llm as llm_module
+    from kernelskill.pipeline.loop.llm import LLMResponse
 
     monkeypatch.setitem(llm_module.PROVIDERS, "by-hand",
                         lambda client, role, messages, step: LLMResponse(text=f"answer to {step}", provider="by-hand"))

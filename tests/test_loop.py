@@ -10,8 +10,8 @@ from pathlib import Path
 import pytest
 
 from kernelskill.config import LLMSettings
-from kernelskill.pipeline.llm import LLMClient
 from kernelskill.pipeline.loop import Loop, LoopOptions
+from kernelskill.pipeline.loop.llm import LLMClient
 from kernelskill.pipeline.runs import RunStore, sql
 from tests.openai_test_server import ScriptedOpenAI
 from tests.test_loop_helpers import ADD_CANDIDATE, ADD_TASK, TASK, ScriptedEvaluator, main_script, retriever
@@ -145,8 +145,8 @@ def test_split_run_moves_between_folders(tmp_path: Path, task_file: Path) -> Non
     """LLM side here, GPU side in another folder that only has the run folder and stdlib code."""
     import shutil
 
-    from kernelskill.pipeline.portable import check_portable
     from kernelskill.pipeline.runs import Run, pending_request, run_gpu_step
+    from kernelskill.pipeline.runs.portable import check_portable
 
     with ScriptedOpenAI(main_script()) as server:
         loop, _ = make_loop(tmp_path, task_file, server.base_url, stop_before=["gpu"])

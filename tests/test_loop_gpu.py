@@ -20,8 +20,8 @@ from pathlib import Path
 import pytest
 
 from kernelskill.config import HarnessSettings, LLMSettings
-from kernelskill.pipeline.llm import LLMClient
 from kernelskill.pipeline.loop import HarnessEvaluator, Loop, LoopOptions, eval_view
+from kernelskill.pipeline.loop.llm import LLMClient
 from kernelskill.pipeline.runs import RunStore
 from tests.openai_test_server import ScriptedOpenAI
 from tests.test_loop_helpers import DIAGNOSIS, StandInRetriever, fenced, planner_answer, review

@@ -16,8 +16,7 @@ import pytest
 from click.testing import CliRunner
 
 from kernelskill.cli import main
-from kernelskill.pipeline import gpu_side
-from kernelskill.pipeline.runs import RunStore
+from kernelskill.pipeline.runs import RunStore, gpu_side
 from tests.openai_test_server import ScriptedOpenAI
 from tests.test_loop_helpers import PERMITTED, TASK, ScriptedEvaluator, fenced, kernel, planner_answer, review
 
@@ -134,7 +133,7 @@ def test_exchange_run_answered_with_runs_answer_to_completion(tmp_path: Path, ta
 def test_an_answer_file_written_by_hand_goes_through_the_reask(tmp_path: Path, task_file: Path) -> None:
     """An answer put straight into exchange/ (not through `runs answer`) is parsed like an API answer:
     a planner naming a method outside the list is asked again with the reason."""
-    from kernelskill.pipeline.exchange import Answer, Exchange
+    from kernelskill.pipeline.runs.exchange import Answer, Exchange
 
     home = str(tmp_path / "home")
     assert ks("optimize", str(task_file), "--rounds", "1", "--home", home, *PLUGINS,
@@ -321,7 +320,7 @@ def test_resume_all_without_a_gpu_stops_every_run_before_its_gpu_step(tmp_path: 
         assert ks("optimize", str(task_file), "--rounds", "1", "--llm", "exchange", "--home", str(home),
                   *PLUGINS).exit_code == 3
     runs_dir = home / "runs"
-    from kernelskill.pipeline.exchange import Answer, Exchange
+    from kernelskill.pipeline.runs.exchange import Answer, Exchange
 
     for run_dir in runs_dir.iterdir():
         Exchange(run_dir).put_answer(Answer(id="r00.generate.1", text=fenced(kernel("speedup=1.2", "s"))))

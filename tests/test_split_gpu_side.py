@@ -1,4 +1,4 @@
-"""``python -m kernelskill.pipeline.gpu_side`` as it runs on a bare GPU box: in a subprocess where
+"""``python -m kernelskill.pipeline.runs.gpu_side`` as it runs on a bare GPU box: in a subprocess where
 pydantic, click, rich, jinja2, duckdb, chromadb, openai and yaml cannot be imported, with the real
 harness (its CPU mode here, a pure-PyTorch candidate; there is no GPU on this machine), on a run that
 the planning side paused before its GPU step. The planning side's resume picks the result up."""
@@ -12,10 +12,10 @@ import textwrap
 from pathlib import Path
 
 from kernelskill.config import LLMSettings
-from kernelskill.pipeline.llm import LLMClient
 from kernelskill.pipeline.loop import Loop, LoopOptions
-from kernelskill.pipeline.portable import ARCHIVE_SUFFIX, export_run, import_run
+from kernelskill.pipeline.loop.llm import LLMClient
 from kernelskill.pipeline.runs import RunStore, pending_request
+from kernelskill.pipeline.runs.portable import ARCHIVE_SUFFIX, export_run, import_run
 from tests.openai_test_server import ScriptedOpenAI
 from tests.test_loop_helpers import ADD_CANDIDATE as CANDIDATE
 from tests.test_loop_helpers import ADD_TASK as TASK
@@ -35,7 +35,7 @@ BARE_BOX = textwrap.dedent(f"""
     sys.meta_path.insert(0, NotOnTheGpuBox())
     sys.argv = ["gpu_side", *sys.argv[1:]]
     try:
-        runpy.run_module("kernelskill.pipeline.gpu_side", run_name="__main__")
+        runpy.run_module("kernelskill.pipeline.runs.gpu_side", run_name="__main__")
     finally:
         loaded = sorted(m for m in sys.modules if m.split(".")[0] in {BLOCKED!r})
         print("LOADED", loaded, file=sys.stderr)
@@ -100,8 +100,8 @@ def answer_from_script(runs_dir: Path, script: dict[str, list]) -> list[str]:
     """Answer every pending LLM request of every run under ``runs_dir`` from a script in the test
     server's format (step -> answers; a callable gets ``(step, role, {"messages": ...})``), through the
     same check as ``kernelskill runs answer``. Returns the steps answered."""
-    from kernelskill.pipeline.agents import check_answer
-    from kernelskill.pipeline.exchange import Answer, Exchange
+    from kernelskill.pipeline.loop.agents import check_answer
+    from kernelskill.pipeline.runs.exchange import Answer, Exchange
 
     answered = []
     for run in RunStore(runs_dir).list():

@@ -11,7 +11,7 @@ import json
 from dataclasses import dataclass, field
 from typing import Any
 
-from ..tolerances import DEFAULT_TOLERANCES  # noqa: F401  (part of this module's interface)
+from kernelskill.protocols import DEFAULT_TOLERANCES  # noqa: F401  (part of this module's interface)
 
 OK = "ok"
 COMPILE_ERROR = "compile_error"

@@ -23,17 +23,18 @@ import json
 import logging
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any, Literal, Protocol
+from typing import Any, Literal
 
 from pydantic import BaseModel, Field
 
 from kernelskill.errors import KernelskillError
-from kernelskill.pipeline.agents import Agents, PlanDecision
-from kernelskill.pipeline.llm import LLMClient
-from kernelskill.pipeline.memory import Attempt, Memory, Repair, diff_summary
+from kernelskill.pipeline.loop.adapters import Evaluator, Retriever, eval_view, query_view
+from kernelskill.pipeline.loop.agents import Agents, PlanDecision
+from kernelskill.pipeline.loop.llm import LLMClient
+from kernelskill.pipeline.loop.memory import Attempt, Memory, Repair, diff_summary
 from kernelskill.pipeline.runs import SIDE, Paused, Run, gpu_request, markdown_report, run_gpu_step
 
-__all__ = ["Paused", "Loop", "LoopOptions", "LoopResult", "HarnessEvaluator", "KBRetriever"]
+__all__ = ["Paused", "Loop", "LoopOptions", "LoopResult"]
 
 log = logging.getLogger(__name__)
 
@@ -51,125 +52,6 @@ class LoopOptions(BaseModel):
     # what the code-writing roles are asked for: load_inline extensions, or the harness's fast path
     # (kernels compiled with nvcc -cubin and launched without a C++ extension; FASTPATH.md)
     candidate_format: Literal["load_inline", "fastpath"] = "load_inline"
-
-
-# Seams -----------------------------------------------------------------------------------------
-class Evaluator(Protocol):
-    """The GPU side. Results are JSON dicts (EvalResult.to_dict(), ProfileResult.to_dict())."""
-
-    def check(self) -> None: ...
-
-    def evaluate(self, task: Path, candidate: Path, *, seed: int | None = None) -> dict[str, Any]: ...
-
-    def profile(self, task: Path, candidate: Path) -> dict[str, Any]: ...
-
-
-class Retriever(Protocol):
-    """The KB side: ``kernelskill.query`` as a JSON dict (QueryResult.model_dump(mode="json"))."""
-
-    def query(self, kernel: Path, *, task: Path, profile: Path | None) -> dict[str, Any]: ...
-
-
-class HarnessEvaluator:
-    """``kernelskill.pipeline.harness.evaluate`` / ``profile`` on this machine's GPU(s)."""
-
-    def __init__(self, harness_settings: Any = None) -> None:
-        self.settings = harness_settings
-
-    def check(self) -> None:
-        try:
-            import torch
-        except ImportError as exc:  # pragma: no cover
-            raise KernelskillError("evaluator: torch is not installed") from exc
-        if not torch.cuda.is_available():
-            raise KernelskillError("evaluator: no CUDA device is visible (the harness needs a GPU; "
-                                   "run the GPU steps on a GPU machine)")
-
-    def _config(self, seed: int | None = None) -> Any:
-        import dataclasses
-
-        from kernelskill.pipeline.harness import EvalConfig as cls
-
-        values = self.settings.model_dump() if hasattr(self.settings, "model_dump") else {}
-        if seed is not None:
-            values["seed"] = seed
-        names = {f.name for f in dataclasses.fields(cls)} if dataclasses.is_dataclass(cls) else set(values)
-        return cls(**{k: v for k, v in values.items() if k in names})
-
-    def evaluate(self, task: Path, candidate: Path, *, seed: int | None = None) -> dict[str, Any]:
-        from kernelskill.pipeline.harness import evaluate
-
-        result = evaluate(task, candidate, self._config(seed))
-        return result.to_dict() if hasattr(result, "to_dict") else dict(result)
-
-    def profile(self, task: Path, candidate: Path) -> dict[str, Any]:
-        from kernelskill.pipeline.harness import profile
-
-        result = profile(task, candidate, self._config())
-        return result.to_dict() if hasattr(result, "to_dict") else dict(result)
-
-
-class KBRetriever:
-    def __init__(self, settings: Any = None) -> None:
-        self.settings = settings
-
-    def query(self, kernel: Path, *, task: Path, profile: Path | None) -> dict[str, Any]:
-        import kernelskill
-
-        result = kernelskill.query(kernel, task=task, profile=profile, settings=self.settings)
-        return result.model_dump(mode="json") if hasattr(result, "model_dump") else dict(result)
-
-
-# Normalised views of what the seams return ---------------------------------------------------------
-def eval_view(raw: dict[str, Any]) -> dict[str, Any]:
-    """The fields the loop, the prompts and the report rely on, whatever else the harness adds."""
-    status = str(raw.get("status") or "runtime_error")
-    correct = bool(raw.get("correct", status == "ok")) and status == "ok"
-    speed = raw.get("speedup")
-    return {"status": status, "correct": correct,
-            "speedup": float(speed) if isinstance(speed, int | float) and correct else None,
-            "candidate_ms": raw.get("candidate_ms"), "baseline_ms": raw.get("baseline_ms"),
-            "candidate_iqr_ms": raw.get("candidate_iqr_ms"), "baseline_iqr_ms": raw.get("baseline_iqr_ms"),
-            "message": str(raw.get("message") or "")[:2000], "build_log": str(raw.get("build_log") or "")[-4000:]}
-
-
-def query_view(raw: dict[str, Any]) -> dict[str, Any]:
-    def _methods(items: Any, *keys: str) -> list[dict[str, Any]]:
-        out = []
-        for item in items or []:
-            item = item if isinstance(item, dict) else {"id": str(item)}
-            if item.get("id"):
-                out.append({"id": item["id"], **{k: item.get(k) or "" for k in keys}})
-        return out
-
-    def _label(value: Any, *keys: str) -> str:
-        if isinstance(value, dict):  # TierResult / BottleneckResult
-            head = next((str(value[k]) for k in keys if value.get(k)), "unknown")
-            return f"{head} ({value['reason']})" if value.get("reason") else head
-        return str(value) if value else "unknown"
-
-    case = raw.get("case")
-    if isinstance(case, dict):
-        case = ({"id": case.get("id") or "", "title": case.get("title") or "",
-                 "rationale": case.get("rationale") or ""} if case.get("id") else None)
-    return {"tier": _label(raw.get("tier"), "name", "id"), "bottleneck": _label(raw.get("bottleneck"), "name", "id"),
-            "case": case or None, "static_only": bool(raw.get("static_only", False)),
-            "permitted": _methods(raw.get("permitted"), "name", "guidance", "measured"),
-            "forbidden": _methods(raw.get("forbidden"), "reason"),
-            "fields": profile_fields(raw.get("profile"))}
-
-
-def profile_fields(profile: Any) -> dict[str, float]:
-    """Numeric normalised fields of a query's profile, wherever the QueryResult keeps them."""
-    if not isinstance(profile, dict):
-        return {}
-    for key in ("fields", "normalized", "values", "derived"):
-        if isinstance(profile.get(key), dict):
-            merged = {**profile[key]}
-            if isinstance(profile.get("derived"), dict):
-                merged.update(profile["derived"])
-            return {k: float(v) for k, v in merged.items() if isinstance(v, int | float) and not isinstance(v, bool)}
-    return {k: float(v) for k, v in profile.items() if isinstance(v, int | float) and not isinstance(v, bool)}
 
 
 def validate_task(path: Path) -> str:

@@ -4,7 +4,7 @@ Code roles (generator, repairer, optimizer) answer with a Python file; the parse
 block that defines ``ModelNew`` (with or without a language tag, several blocks, a fence left open)
 and the validator parses it with ``ast``. JSON roles (diagnoser, planner, reviewer) answer with one
 object checked against a schema. An unusable answer is asked again once with the reason; every
-request goes through :class:`~kernelskill.pipeline.llm.LLMClient` under a step id, so a resumed run
+request goes through :class:`~kernelskill.pipeline.loop.llm.LLMClient` under a step id, so a resumed run
 never asks twice.
 """
 
@@ -20,9 +20,9 @@ from typing import Any
 import jinja2
 from pydantic import BaseModel
 
-from kernelskill.pipeline.llm import LLMClient, parse_json_answer
+from kernelskill.pipeline.loop.llm import LLMClient, parse_json_answer
 
-PROMPTS_DIR = Path(__file__).resolve().parent.parent / "prompts"
+PROMPTS_DIR = Path(__file__).resolve().parents[2] / "prompts"
 ROLES = ("generator", "reviewer", "diagnoser", "repairer", "planner", "optimizer")
 
 _FENCE = re.compile(r"^[ \t]*```[ \t]*([A-Za-z0-9_+.-]*)[^\n]*\n(.*?)(?:^[ \t]*```[ \t]*$|\Z)", re.S | re.M)

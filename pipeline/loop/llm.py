@@ -28,8 +28,8 @@ from pydantic import BaseModel, Field
 
 from kernelskill.config import LLMSettings
 from kernelskill.errors import KernelskillError
-from kernelskill.pipeline.exchange import Exchange, Request
 from kernelskill.pipeline.runs import EVENTS, EventLog, Paused
+from kernelskill.pipeline.runs.exchange import Exchange, Request
 
 log = logging.getLogger(__name__)
 

@@ -1,4 +1,4 @@
-"""The GPU side of a split run, for a bare GPU box: ``python -m kernelskill.pipeline.gpu_side DIR``.
+"""The GPU side of a split run, for a bare GPU box: ``python -m kernelskill.pipeline.runs.gpu_side DIR``.
 
 Finds every run under DIR (DIR itself, or the run folders in it) that is paused before a GPU step,
 evaluates all of those steps with the real harness on this machine (every candidate built first, in
@@ -215,7 +215,7 @@ def format_table(rows: Sequence[dict[str, Any]]) -> str:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m kernelskill.pipeline.gpu_side",
+    parser = argparse.ArgumentParser(prog="python -m kernelskill.pipeline.runs.gpu_side",
                                      description="Evaluate the pending GPU steps of every run under DIR.")
     parser.add_argument("dirs", nargs="+", type=Path, metavar="DIR", help="a runs folder or a run folder")
     parser.add_argument("--allow-cpu", action="store_true", help="evaluate without CUDA (tests only)")
@@ -232,7 +232,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.WARNING - 10 * min(args.verbose, 2), stream=sys.stderr,
                         format="%(levelname)s %(name)s: %(message)s")
-    from kernelskill.pipeline.portable import ARCHIVE_SUFFIX, export_run, import_run
+    from kernelskill.pipeline.runs.portable import ARCHIVE_SUFFIX, export_run, import_run
 
     try:
         if args.archives and len(args.dirs) != 1:

@@ -1,0 +1,84 @@
+"""GPU steps as portable requests: what a paused run waits for, and how a GPU result is recorded
+exactly as the loop would record it."""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+from kernelskill.pipeline.runs.events import TASK, step_filename
+from kernelskill.pipeline.runs.exchange import Exchange
+from kernelskill.pipeline.runs.store import Run
+
+log = logging.getLogger(__name__)
+
+
+# GPU steps as portable requests ---------------------------------------------------------------
+def gpu_request(type_: str, step: str, candidate: str, *, seed: int | None = None) -> dict[str, Any]:
+    """What a GPU step needs, as JSON with run-relative paths: ``type`` is ``eval`` or ``profile``."""
+    if type_ not in ("eval", "profile"):
+        raise ValueError(f"unknown GPU step type {type_!r}")
+    return {"type": type_, "step": step, "task": TASK, "candidate": candidate, "seed": seed}
+
+
+def run_gpu_step(run: Run, request: dict[str, Any], evaluator: Any, *, round_: int | None = None
+                 ) -> dict[str, Any]:
+    """Execute one GPU request with ``evaluator`` (``evaluate(task, candidate, *, seed)`` /
+    ``profile(task, candidate)`` returning dicts) and append its event. Standard library only, so the
+    GPU machine of a split run can call it without the LLM side's packages."""
+    found = run.log.find(request["step"], request["type"])
+    if found is not None:
+        return found
+    task, candidate = run.path / request["task"], run.path / request["candidate"]
+    data: dict[str, Any] = {"candidate": request["candidate"]}
+    if request["type"] == "eval":
+        if request.get("seed") is not None:
+            data["seed"] = request["seed"]
+            data["result"] = evaluator.evaluate(task, candidate, seed=request["seed"])
+        else:
+            data["result"] = evaluator.evaluate(task, candidate)
+    else:
+        raw = evaluator.profile(task, candidate)
+        csv = raw.get("csv") if raw.get("ok", True) else None  # a failed profile's csv is ncu's error text
+        data.update(ok=bool(csv), message=str(raw.get("message") or "")[:2000])
+        if isinstance(csv, str) and csv.strip():
+            rel = f"profiles/{step_filename(request['step'])[:-3]}.csv"
+            (run.path / "profiles").mkdir(exist_ok=True)
+            run.write_output(rel, run.log.scrub(csv))  # ncu names the host and the paths
+            data["csv"] = rel
+    if round_ is None and isinstance(request.get("round"), int):
+        round_ = request["round"]
+    return run.log.append("gpu", request["type"], data, step=request["step"], round_=round_)
+
+
+def pending_request(run: Run) -> dict[str, Any] | None:
+    """The step a paused run waits for (``{"side", "before", "request"}``), or None."""
+    events = run.log.events
+    if events and events[-1]["type"] == "run_paused":
+        return events[-1]["data"]
+    return None
+
+
+def pending_steps(run: Run) -> list[dict[str, Any]]:
+    """Everything a run waits for: unanswered LLM requests in its ``exchange/`` folder and the GPU (or
+    LLM) step it is paused before; one dict per step with ``id, side, role`` and where to look."""
+    out: list[dict[str, Any]] = []
+    exchange = Exchange(run.path)
+    for req in exchange.pending("llm"):
+        if run.log.find(req.id, "llm_call") is None:
+            prompt = f"{exchange.dir.name}/{req.id}.prompt.md"
+            out.append({"id": req.id, "side": "llm", "role": req.role, "expects": req.expects.get("kind", "text"),
+                        "prompt": prompt if (run.path / prompt).is_file() else None,
+                        "request": f"{exchange.dir.name}/{req.id}.request.json"})
+    waiting = pending_request(run)
+    if waiting and waiting.get("before") not in {p["id"] for p in out}:
+        request = waiting.get("request") or {}
+        if waiting.get("side") == "gpu" and request and run.log.find(request["step"], request["type"]) is None:
+            out.append({"id": request["step"], "side": "gpu", "role": request["type"],
+                        "candidate": request.get("candidate"), "seed": request.get("seed")})
+        elif waiting.get("side") == "llm" and not request:
+            out.append({"id": waiting["before"], "side": "llm", "role": None, "prompt": None,
+                        "note": "stopped before the LLM side: resume it where the LLM (or the exchange) is"})
+    return out
+
+

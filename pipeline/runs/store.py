@@ -1,0 +1,139 @@
+"""A run folder (:class:`Run`) and the folder of all runs (:class:`RunStore`)."""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import logging
+import os
+import shutil
+import socket
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+from kernelskill.errors import KernelskillError
+from kernelskill.pipeline.runs.events import (
+    CANDIDATES,
+    EVENTS,
+    LOCK,
+    MANIFEST,
+    TASK,
+    EventLog,
+    new_run_id,
+    step_filename,
+    utcnow,
+)
+
+log = logging.getLogger(__name__)
+
+
+
+class Run:
+    """One run folder: manifest, task copy, candidates and the event log."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        self.id = path.name
+        scrub = {str(path.resolve()): ".", str(path.absolute()): "."}
+        try:
+            scrub[str(Path.home())] = "~"
+        except RuntimeError:  # pragma: no cover - no home directory
+            pass
+        scrub[str(Path(__file__).resolve().parents[2])] = "<kernelskill>"  # where the package is installed
+        host = socket.gethostname()
+        if len(host) >= 6:
+            scrub[host] = "<host>"
+        self.log = EventLog(path / EVENTS, scrub=scrub)
+
+    @property
+    def task_path(self) -> Path:
+        return self.path / TASK
+
+    @property
+    def manifest(self) -> dict[str, Any]:
+        file = self.path / MANIFEST
+        try:
+            return json.loads(file.read_text())
+        except FileNotFoundError as exc:
+            raise KernelskillError(f"{file}: not a run folder (no {MANIFEST})") from exc
+        except json.JSONDecodeError as exc:
+            raise KernelskillError(f"{file}:{exc.lineno}: invalid JSON: {exc.msg}") from exc
+
+    @contextlib.contextmanager
+    def lock(self) -> Iterator[None]:
+        """Exclusive use of the run by one process (released by the OS even on kill -9)."""
+        import fcntl
+
+        with (self.path / LOCK).open("a") as fh:
+            try:
+                fcntl.flock(fh, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except BlockingIOError as exc:
+                raise KernelskillError(f"run {self.id}: in use by another process") from exc
+            try:
+                yield
+            finally:
+                fcntl.flock(fh, fcntl.LOCK_UN)
+
+    def write_candidate(self, step: str, source: str) -> str:
+        """Store a candidate's source; return its path relative to the run folder."""
+        rel = f"{CANDIDATES}/{step_filename(step)}"
+        target = self.path / rel
+        target.parent.mkdir(parents=True, exist_ok=True)
+        tmp = target.with_suffix(".tmp")
+        tmp.write_text(source)
+        with tmp.open("rb") as fh:
+            os.fsync(fh.fileno())
+        tmp.replace(target)
+        return rel
+
+    def read(self, rel: str) -> str:
+        return (self.path / rel).read_text()
+
+    def write_output(self, name: str, text: str) -> Path:
+        target = self.path / name
+        tmp = target.with_name(target.name + ".tmp")
+        tmp.write_text(text)
+        tmp.replace(target)
+        return target
+
+    def status(self) -> str:
+        types = {e["type"] for e in self.log.events}
+        if "run_finished" in types:
+            return "finished"
+        if "run_paused" in types and self.log.events[-1]["type"] == "run_paused":
+            return "paused"
+        return "incomplete" if types else "new"
+
+
+class RunStore:
+    """The folder that holds runs (``settings.runs_dir``)."""
+
+    def __init__(self, root: Path) -> None:
+        self.root = root
+
+    def create(self, task_file: Path, manifest: dict[str, Any], run_id: str | None = None) -> Run:
+        run_id = run_id or new_run_id(task_file)
+        path = self.root / run_id
+        if path.exists():
+            raise KernelskillError(f"{path}: run already exists")
+        path.mkdir(parents=True)
+        shutil.copyfile(task_file, path / TASK)
+        body = {"id": run_id, "created": utcnow(), "task": TASK, "task_name": task_file.name, **manifest}
+        (path / MANIFEST).write_text(json.dumps(body, indent=2, default=str) + "\n")
+        return Run(path)
+
+    def open(self, run: str | Path) -> Run:
+        """A run by id (under the store) or by folder path."""
+        candidate = Path(run)
+        for path in (self.root / str(run), candidate):
+            if (path / MANIFEST).is_file():
+                return Run(path)
+        raise KernelskillError(f"run {run}: not found under {self.root} (no {MANIFEST})")
+
+    def list(self) -> list[Run]:
+        if not self.root.is_dir():
+            return []
+        return [Run(p) for p in sorted(self.root.iterdir()) if (p / MANIFEST).is_file()]
+
+
