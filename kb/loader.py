@@ -3,6 +3,12 @@
 Every problem is reported as ONE line ``file:line: message``: YAML syntax errors take the line from the
 parser's mark, schema violations the line of the offending item or field (the YAML node tree is composed
 so that a pydantic error location maps back to a node), duplicate ids name both places.
+
+A skills file is untrusted input, so it is bounded before anything is built from it: at most
+:data:`MAX_FILE_BYTES` bytes, at most :data:`MAX_ALIASES` alias uses, and the node tree with every alias
+expanded at most :data:`MAX_EXPANDED_NODES` nodes (a few hundred bytes of nested aliases otherwise expand
+to billions of nodes). Recursive aliases are refused. The checks run on the composed node graph, before
+any Python object is constructed, so a bad file costs milliseconds.
 """
 
 from __future__ import annotations
@@ -30,6 +36,11 @@ TYPE_OF_SECTION: dict[str, str] = {
 }
 SECTION_OF_TYPE: dict[str, str] = {v: k for k, v in TYPE_OF_SECTION.items()}
 EXAMPLES_DIR = "examples"
+
+#: Limits on one skills file (the bundled files are far below them: the largest is ~20 kB).
+MAX_FILE_BYTES = 2 * 1024 * 1024
+MAX_ALIASES = 200
+MAX_EXPANDED_NODES = 200_000
 
 try:  # the C loader is much faster on large files and keeps the same marks
     _Loader: type = yaml.CSafeLoader
@@ -175,6 +186,53 @@ def _locate(node: yaml.Node, loc: tuple[Any, ...]) -> yaml.Node:
     return current
 
 
+def _children(node: yaml.Node) -> list[yaml.Node]:
+    if isinstance(node, yaml.MappingNode):
+        return [n for pair in node.value for n in pair]
+    if isinstance(node, yaml.SequenceNode):
+        return list(node.value)
+    return []
+
+
+def _check_bounds(root: yaml.Node) -> tuple[yaml.Node, str] | None:
+    """``(node, problem)`` when the node graph uses too many aliases, is recursive, or expands (aliases
+    substituted) to more than :data:`MAX_EXPANDED_NODES` nodes; ``None`` when it is within bounds.
+
+    Iterative (no recursion on the depth of the document) and linear in the number of distinct nodes:
+    the expanded size of each node is memoized, so shared (aliased) subtrees are counted, never walked twice.
+    """
+    size: dict[int, int] = {}
+    state: dict[int, int] = {}  # 1 = on the current path, 2 = done
+    aliases = 0
+    stack: list[tuple[yaml.Node, bool]] = [(root, False)]
+    while stack:
+        node, leaving = stack.pop()
+        key = id(node)
+        if leaving:
+            total = 1 + sum(size[id(c)] for c in _children(node))
+            if total > MAX_EXPANDED_NODES:
+                return node, (f"the document expands to more than {MAX_EXPANDED_NODES:,} nodes through YAML "
+                              "aliases (refused)")
+            size[key] = total
+            state[key] = 2
+            continue
+        seen = state.get(key)
+        if seen == 1:
+            return node, "recursive YAML alias (refused)"
+        if seen == 2:
+            aliases += 1
+            if aliases > MAX_ALIASES:
+                return node, f"more than {MAX_ALIASES} YAML alias uses (refused)"
+            continue
+        state[key] = 1
+        stack.append((node, True))
+        for child in reversed(_children(node)):
+            if state.get(id(child)) == 1:
+                return child, "recursive YAML alias (refused)"
+            stack.append((child, False))
+    return None
+
+
 def _duplicate_keys(node: yaml.Node) -> Iterator[yaml.Node]:
     stack = [node]
     while stack:
@@ -210,14 +268,26 @@ def _parse_file(path: Path, root: Path, out: SkillSet, issues: list[LoadIssue],
                 seen: dict[str, Location]) -> None:
     name = str(path)
     try:
+        if path.stat().st_size > MAX_FILE_BYTES:
+            issues.append(LoadIssue(Location(name, 1), f"larger than {MAX_FILE_BYTES // (1024 * 1024)} MiB "
+                                                       "(a skills file is a few kB)", "size"))
+            return
         text = path.read_text(encoding="utf-8")
     except (OSError, UnicodeDecodeError) as exc:
-        issues.append(LoadIssue(Location(name, 1), f"cannot read: {exc}", "read"))
+        issues.append(LoadIssue(Location(name, 1), f"cannot read: {' '.join(str(exc).split())}", "read"))
         return
     loader = _Loader(text)
     try:
         node = loader.get_single_node()
+        if node is not None:
+            bad = _check_bounds(node)
+            if bad is not None:
+                issues.append(LoadIssue(Location(name, _node_line(bad[0])), bad[1], "bounds"))
+                return
         data = loader.construct_document(node) if node is not None else None
+    except (RecursionError, MemoryError):
+        issues.append(LoadIssue(Location(name, 1), "YAML nested too deeply to load (refused)", "bounds"))
+        return
     except yaml.MarkedYAMLError as exc:
         mark = exc.problem_mark or exc.context_mark
         line = mark.line + 1 if mark is not None else 1

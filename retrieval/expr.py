@@ -26,6 +26,12 @@ Env = Mapping[str, Any]
 
 FUNCTIONS = ("min", "max", "abs", "defined")
 
+#: Bounds on one expression: its length and how deeply its syntax tree nests (``a + b + c`` nests one level
+#: per operator). Real predicates are far inside both; the bounds keep a hostile skills file from driving
+#: the compiler or the evaluator into Python's recursion limit.
+MAX_LENGTH = 2000
+MAX_DEPTH = 64
+
 
 class ExprError(KernelskillError):
     """An expression outside the whitelist, or one that cannot be evaluated (types)."""
@@ -338,17 +344,34 @@ class Expression:
         return {n: env.get(n) for n in self.names}
 
 
+def _depth(tree: ast.AST) -> int:
+    """How deeply the syntax tree nests, computed without recursion."""
+    deepest = 0
+    stack = [(tree, 0)]
+    while stack:
+        node, level = stack.pop()
+        deepest = max(deepest, level)
+        stack.extend((child, level + 1) for child in ast.iter_child_nodes(node))
+    return deepest
+
+
 @functools.lru_cache(maxsize=4096)
 def compile_expr(source: str) -> Expression:
     """Parse and check ``source``; raises :class:`ExprError` naming the offending construct."""
     if not isinstance(source, str) or not source.strip():
         raise ExprError(f"expression {source!r}: empty")
-    if len(source) > 2000:
-        raise ExprError(f"expression {source[:40]!r}...: longer than 2000 characters")
+    if len(source) > MAX_LENGTH:
+        raise ExprError(f"expression {source[:40]!r}...: longer than {MAX_LENGTH} characters")
     try:
         tree = ast.parse(source.strip(), mode="eval")
     except SyntaxError as exc:
         raise ExprError(f"expression {source!r}: syntax error at column {exc.offset or 0}: {exc.msg}") from None
+    except (RecursionError, MemoryError):
+        raise ExprError(f"expression {source[:40]!r}...: nested too deeply to parse") from None
+    depth = _depth(tree)
+    if depth > MAX_DEPTH:
+        raise ExprError(f"expression {source[:40]!r}{'...' if len(source) > 40 else ''}: nests {depth} levels "
+                        f"deep (at most {MAX_DEPTH}; split it into named predicates)")
     comp = _Compiler(source)
     root = comp.build(tree)
     return Expression(source, root, tuple(comp.names))

@@ -8,6 +8,10 @@ none of them is reported by name together with the columns that were looked for.
 
 Launches of the same kernel are grouped; the dominant kernel is the one with the largest total
 duration (sum over its launches), and every kernel is kept for the report.
+
+Every value is range-checked as it is read: not finite (``inf``, ``1e999``), negative, a percentage
+above 100 (beyond a small tolerance for ncu's rounding of sustained peaks), a zero duration, or a
+number with misplaced thousands separators (``1,2,3,4``) is an error naming the file, line and metric.
 """
 
 from __future__ import annotations
@@ -16,6 +20,7 @@ import csv
 import functools
 import io
 import logging
+import math
 import re
 import shutil
 import subprocess
@@ -116,15 +121,38 @@ _BYTES_RE = re.compile(r"^(Ki|Mi|Gi|Ti|K|k|M|G|T)?(?:byte|B)(?:/.*)?$")
 _COUNT_PREFIX_RE = re.compile(r"^(K|M|G|T)([a-z][a-z/_ ]*)$")
 
 
+_GROUPED_RE = re.compile(r"^[+-]?\d{1,3}(,\d{3})+(\.\d*)?([eE][+-]?\d+)?%?$")
+#: ncu's ``pct_of_peak_sustained`` values may exceed 100 by rounding; beyond this they are impossible.
+PCT_TOLERANCE = 2.0
+
+
 def parse_number(text: str) -> float | None:
-    """``"1,234.5"`` -> 1234.5; n/a and empty cells -> None; raises ValueError on anything else."""
+    """``"1,234.5"`` -> 1234.5; n/a and empty cells -> None; raises ValueError on anything else
+    (``"1,2,3,4"`` included: commas are accepted only as thousands separators)."""
     s = text.strip().strip('"').strip()
     if s.lower() in NA_VALUES:
         return None
-    s = s.replace(",", "").replace("\u202f", "").replace(" ", "")
+    s = s.replace("\u202f", "").replace(" ", "")
+    if "," in s:
+        if not _GROUPED_RE.match(s):
+            raise ValueError(f"misplaced thousands separators in {text!r}")
+        s = s.replace(",", "")
     if s.endswith("%"):
         s = s[:-1]
     return float(s)
+
+
+def value_problem(value: float, unit: str, field: str) -> str | None:
+    """Why ``value`` (already in the field map's ``unit``) cannot be a measurement, or None."""
+    if not math.isfinite(value):
+        return "is not a finite number"
+    if value < 0:
+        return "is negative"
+    if unit == "pct" and value > 100.0 + PCT_TOLERANCE:
+        return "is above 100 %"
+    if field == "kernel_duration_ns" and value == 0:
+        return "is a zero duration"
+    return None
 
 
 def unit_factor(unit: str, target: str) -> float | None:
@@ -265,6 +293,7 @@ def parse_csv_text(text: str, source: str = "<profile>", field_map: FieldMap | N
                                    f"{', '.join(spec.get('raw', []))}); capture with ncu --csv --page raw "
                                    f"--metrics {spec.get('raw', ['?'])[0]}")
 
+    targets = {field: fmap.all_fields()[field].get("unit", "count") for field in resolved}
     launches: list[dict[str, Any]] = []
     for n, row in enumerate(body, start=h + 3):
         if len(row) < len(header):
@@ -274,14 +303,20 @@ def parse_csv_text(text: str, source: str = "<profile>", field_map: FieldMap | N
             try:
                 v = parse_number(row[i])
             except ValueError:
-                raise KernelskillError(f"{source}:{n}: column {raw!r} ({field}) holds {row[i]!r}, "
+                raise KernelskillError(f"{source}:{n}: column {raw!r} ({field}) holds {row[i][:40]!r}, "
                                        f"not a number") from None
-            values[field] = None if v is None else v * factor
+            if v is not None:
+                v *= factor
+                problem = value_problem(v, targets[field], field)
+                if problem is not None:
+                    raise KernelskillError(f"{source}:{n}: column {raw!r} ({field}) holds {row[i][:40]!r}, "
+                                           f"which {problem}; not a value ncu can measure")
+            values[field] = v
         launch_id = n - h - 3
         if id_col is not None:
             try:
                 launch_id = int(parse_number(row[id_col]) or 0)
-            except ValueError:
+            except (ValueError, OverflowError):
                 pass
         launches.append({"name": row[name_col].strip(), "id": launch_id, "values": values,
                          "grid": row[grid_col].strip() if grid_col is not None else None,
