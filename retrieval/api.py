@@ -36,7 +36,7 @@ def _open_store(settings: Any) -> Any:
     with _LOCK:
         store = _STORES.get(key)
         if store is None:
-            from kernelskill.kb.store import open_store
+            from kernelskill.kb.home import open_store
 
             store = open_store(settings, read_only=True)
             _STORES[key] = store
@@ -219,7 +219,9 @@ def query(kernel: str | Path, *, task: str | Path | None = None, profile: str | 
     the query is static-only. ``features`` overrides extraction (a dict of the 18 features or a
     ``FeatureSet``); ``context`` overrides context fields (``task_dtype``, ``tolerance_atol``, ...).
     """
-    from .context import default_tolerance, query_context, read_task, settings_context
+    from kernelskill.taskfile import read_task
+
+    from .context import default_tolerance, query_context, settings_context
     from .engine import decide, structure_of
     from .ranking import query_text, rank_methods
 
@@ -248,7 +250,8 @@ def query(kernel: str | Path, *, task: str | Path | None = None, profile: str | 
     task_info = read_task(task) if task is not None else None
     if task_info is not None and task_info.dtype:
         ctx["task_dtype"] = task_info.dtype
-        for key, value in default_tolerance(task_info.dtype).items():
+        for key, value in default_tolerance(task_info.dtype, getattr(getattr(settings, "harness", None),
+                                                                    "protocol", None)).items():
             ctx.setdefault(key, value)  # settings.harness.atol/rtol, when set, win
     ctx["has_profile"] = profile is not None
     if feats.launches:

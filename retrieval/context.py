@@ -5,94 +5,11 @@ The task file is read with :mod:`ast`, never imported (it would import torch and
 
 from __future__ import annotations
 
-import ast
 import re
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from kernelskill.errors import KernelskillError
-
-_DTYPES = {"float16": "fp16", "half": "fp16", "bfloat16": "bf16", "float32": "fp32", "float": "fp32"}
-_GLUE = {"contiguous", "view", "reshape", "size", "dim", "unsqueeze", "squeeze", "permute", "transpose",
-         "to", "cuda", "cpu", "clone", "detach", "float", "flatten", "expand", "numel", "t"}
-
-
-@dataclass
-class TaskInfo:
-    path: str
-    ops: list[str] = field(default_factory=list)  # torch ops / modules the reference forward uses
-    dtype: str | None = None
-    shapes: list[str] = field(default_factory=list)
-
-    def summary(self) -> str:
-        parts = []
-        if self.ops:
-            parts.append("ops: " + ", ".join(self.ops))
-        if self.dtype:
-            parts.append(f"dtype {self.dtype}")
-        if self.shapes:
-            parts.append("inputs " + "; ".join(self.shapes[:4]))
-        return "; ".join(parts)
-
-
-def dotted_name(node: ast.AST) -> str | None:
-    """``torch.nn.functional.softmax`` for the attribute chain of a call, None for anything else."""
-    parts: list[str] = []
-    while isinstance(node, ast.Attribute):
-        parts.append(node.attr)
-        node = node.value
-    if isinstance(node, ast.Name):
-        parts.append(node.id)
-        return ".".join(reversed(parts))
-    return None
-
-
-def read_task(path: str | Path) -> TaskInfo:
-    """Parse a KernelBench task: ops of ``Model.forward`` (and modules built in ``__init__``), dtype and
-    input shapes from ``get_inputs``."""
-    p = Path(path)
-    try:
-        source = p.read_text()
-    except OSError as exc:
-        raise KernelskillError(f"{p}: cannot read the task: {exc}") from exc
-    try:
-        tree = ast.parse(source, filename=str(p))
-    except SyntaxError as exc:
-        raise KernelskillError(f"{p}:{exc.lineno}: the task is not valid Python: {exc.msg}") from exc
-    info = TaskInfo(path=str(p))
-    ops: dict[str, None] = {}
-    modules: dict[str, str] = {}
-    for node in ast.walk(tree):
-        if isinstance(node, ast.ClassDef) and node.name == "Model":
-            for fn in node.body:
-                if not isinstance(fn, ast.FunctionDef):
-                    continue
-                for sub in ast.walk(fn):
-                    if fn.name == "__init__" and isinstance(sub, ast.Assign) and isinstance(sub.value, ast.Call):
-                        name = dotted_name(sub.value.func) or ""
-                        for t in sub.targets:
-                            if isinstance(t, ast.Attribute) and name.split(".")[-1][:1].isupper():
-                                modules[t.attr] = name.split(".")[-1]
-                    if fn.name == "forward" and isinstance(sub, ast.Call):
-                        name = dotted_name(sub.func) or ""
-                        short = name.split(".")[-1]
-                        if name.startswith("self.") and short in modules:
-                            ops.setdefault(f"nn.{modules[short]}", None)
-                        elif short and short not in _GLUE and not name.startswith("self."):
-                            ops.setdefault(name.replace("torch.nn.functional.", "F.").replace("torch.", ""), None)
-                        elif short in ("matmul", "mm", "bmm"):
-                            ops.setdefault(short, None)
-                    if fn.name == "forward" and isinstance(sub, ast.BinOp) and isinstance(sub.op, ast.MatMult):
-                        ops.setdefault("matmul", None)
-        if isinstance(node, ast.FunctionDef) and node.name == "get_inputs":
-            seg = ast.get_source_segment(source, node) or ""
-            m = re.search(r"dtype\s*=\s*torch\.(\w+)", seg) or re.search(r"\.(half|bfloat16)\(\)", seg)
-            info.dtype = _DTYPES.get(m.group(1), m.group(1)) if m else "fp32"
-            for call in re.findall(r"torch\.(?:rand|randn|ones|zeros|empty)\(([^)]*)\)", seg):
-                info.shapes.append(call.strip())
-    info.ops = list(ops)
-    return info
+from kernelskill.protocols import load_protocol
 
 
 def arch_sm(arch: str | None) -> int | None:
@@ -114,6 +31,8 @@ def settings_context(settings: Any) -> dict[str, Any]:
     if sm is not None:
         out["arch_sm"] = sm
     harness = getattr(settings, "harness", None)
+    # the run's protocol decides the library policy (an explicit harness.library_policy overrides it)
+    out["library_calls_allowed"] = load_protocol(getattr(harness, "protocol", None)).libraries_allowed
     policy = getattr(harness, "library_policy", None)
     if policy is not None:
         out["library_calls_allowed"] = policy != "forbid"
@@ -128,14 +47,13 @@ def settings_context(settings: Any) -> dict[str, Any]:
 _HARNESS_DTYPE = {"fp32": "float32", "fp16": "float16", "bf16": "bfloat16"}
 
 
-def default_tolerance(task_dtype: str | None) -> dict[str, float]:
-    """The harness's default (KernelBench) tolerance for a task dtype, as context fields; {} if unknown."""
-    from kernelskill.protocols import DEFAULT_TOLERANCES
-
+def default_tolerance(task_dtype: str | None, protocol: str | None = None) -> dict[str, float]:
+    """The protocol's tolerance for a task dtype (the default protocol's when none is named), as context
+    fields; {} if the dtype is unknown."""
     name = _HARNESS_DTYPE.get(task_dtype or "")
-    if name is None or name not in DEFAULT_TOLERANCES:
+    if name is None:
         return {}
-    atol, rtol = DEFAULT_TOLERANCES[name]
+    atol, rtol = load_protocol(protocol).tolerance(name)
     return {"tolerance_atol": atol, "tolerance_rtol": rtol}
 
 

@@ -23,8 +23,8 @@ from typing import Any
 import yaml
 
 from kernelskill.errors import KernelskillError
+from kernelskill.taskfile import dotted_name as _dotted
 
-from .context import dotted_name as _dotted
 from .result import TraceStep
 
 RULES_PATH = Path(__file__).with_name("op_hints.yaml")

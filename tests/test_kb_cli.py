@@ -134,7 +134,7 @@ def test_a_kb_older_than_its_skills_is_rebuilt_on_open(tmp_path) -> None:
 
     from kernelskill.config import load_settings
     from kernelskill.kb.curate import init_kb, kb_is_stale
-    from kernelskill.kb.store import open_store
+    from kernelskill.kb.home import open_store
 
     skills = tmp_path / "skills"
     shutil.copytree(SMALL, skills)

@@ -222,7 +222,7 @@ def test_loop_with_the_real_query(tmp_path: Path, task_file: Path, monkeypatch) 
     pytest.importorskip("kernelskill.retrieval.api")
     from kernelskill.config import load_settings
     from kernelskill.errors import KernelskillError
-    from kernelskill.kb.store import open_store
+    from kernelskill.kb.home import open_store
     from kernelskill.pipeline.loop import KBRetriever
     from tests.test_loop_helpers import fenced, kernel, planner_answer, review
 

@@ -38,7 +38,7 @@ GOLDEN = {
 @pytest.fixture(scope="module")
 def home(tmp_path_factory: pytest.TempPathFactory) -> Path:
     h = tmp_path_factory.mktemp("query_home")
-    from kernelskill.kb.store import open_store
+    from kernelskill.kb.home import open_store
 
     open_store(load_settings(home=h)).close()  # builds the KB from the bundled skills
     return h
@@ -248,7 +248,7 @@ def test_ranking_equals_filtered_search(settings, monkeypatch: pytest.MonkeyPatc
     """Each permitted method gets the same nearest docs as a search filtered to that method alone: with
     the filtered search (small KB), and with the wide-then-filtered strategy of large KBs (forced here;
     exhaustive with 256, and with a tiny wide window that needs the filtered second search)."""
-    from kernelskill.kb.store import open_store
+    from kernelskill.kb.home import open_store
     from kernelskill.retrieval import api, ranking
 
     if wide is not None:

@@ -16,7 +16,6 @@ Compile failures raise :class:`CandidateBuildError` carrying the trimmed log.
 
 from __future__ import annotations
 
-import functools
 import hashlib
 import inspect
 import logging
@@ -26,6 +25,8 @@ import time
 from pathlib import Path
 from typing import Any
 
+from .inline_fast import NotEligible, build_fast
+from .prelude import HEAVY_INCLUDE_RE, NEEDS_FULL_RE, CandidateBuildError, light_cuda_source
 from .results import trim_log
 
 log = logging.getLogger(__name__)
@@ -35,12 +36,6 @@ NO_FAST_ENV = "KERNELSKILL_HARNESS_NO_FAST_INLINE"
 
 #: every load_inline / load call of this process: name, route, seconds, ok
 BUILD_EVENTS: list[dict[str, Any]] = []
-
-
-class CandidateBuildError(RuntimeError):
-    def __init__(self, message: str, log_text: str) -> None:
-        super().__init__(message)
-        self.log = log_text
 
 
 def build_key(candidate_source: str, *, arch: str, fast_headers: bool, extra: str = "") -> str:
@@ -58,59 +53,6 @@ def build_key(candidate_source: str, *, arch: str, fast_headers: bool, extra: st
 def default_cache_root() -> Path:
     return Path(os.environ.get("KERNELSKILL_HARNESS_BUILD_CACHE")
                 or Path.home() / ".cache" / "kernelskill" / "builds")
-
-
-# --- the light prelude -------------------------------------------------------------------------
-_HEAVY_INCLUDE_RE = re.compile(r'^[ \t]*#[ \t]*include[ \t]*[<"](torch/extension\.h|torch/types\.h|'
-                               r'torch/torch\.h|torch/all\.h|ATen/ATen\.h)[>"][^\n]*$', re.M)
-_FUNC_RE = re.compile(r"\b(?:torch|at)::(\w+)\s*(?:<[^<>()]*>)?\s*\(")
-_NEEDS_FULL_RE = re.compile(r"PYBIND11|pybind11|\bpy::|torch::nn\b|torch::optim\b|torch::jit\b|"
-                            r"torch::autograd\b|torch::data\b|torch::serialize\b|at::native\b")
-_BASE_PRELUDE = [
-    "#include <ATen/core/Tensor.h>",
-    # Tensor operators (+, *, ...) without ATen/Functions.h: their per-operator variant
-    "#ifndef AT_PER_OPERATOR_HEADERS\n#define AT_PER_OPERATOR_HEADERS\n#define KS_PER_OP_DEFINED\n#endif",
-    "#include <ATen/TensorOperators.h>",
-    "#ifdef KS_PER_OP_DEFINED\n#undef AT_PER_OPERATOR_HEADERS\n#undef KS_PER_OP_DEFINED\n#endif",
-    "#include <ATen/Dispatch.h>",
-    "#include <c10/util/Exception.h>",
-    "#include <c10/core/ScalarType.h>",
-    "#include <cuda.h>",
-    "#include <cuda_runtime.h>",
-]
-
-
-@functools.lru_cache(maxsize=1)
-def _aten_ops_dir() -> Path | None:
-    try:
-        from torch.utils.cpp_extension import include_paths
-
-        for p in include_paths():
-            d = Path(p) / "ATen" / "ops"
-            if d.is_dir():
-                return d
-    except Exception:  # noqa: BLE001 - torch without headers: no light route
-        return None
-    return None
-
-
-def light_cuda_source(source: str) -> str | None:
-    """The CUDA unit with a light prelude, or None when the source needs the full headers."""
-    if _NEEDS_FULL_RE.search(source):
-        return None
-    ops_dir = _aten_ops_dir()
-    if ops_dir is None:
-        return None
-    body = _HEAVY_INCLUDE_RE.sub("", source)
-    names = sorted(set(_FUNC_RE.findall(body)))
-    includes = list(_BASE_PRELUDE)
-    for name in names:
-        if (ops_dir / f"{name}.h").is_file():
-            includes.append(f"#include <ATen/ops/{name}.h>")
-    if "TensorOptions" in body or "dtype(" in body or "options()" in body:
-        includes.append("#include <c10/core/TensorOptions.h>")
-    prelude = "\n".join(includes) + "\nnamespace torch { using namespace at; }\n"
-    return prelude + "#line 1\n" + body
 
 
 #: compiler diagnostics only: nvcc ``file(12): error: msg``, gcc ``file:12:3: error: msg``
@@ -212,7 +154,6 @@ def install_build_hooks(*, fast_headers: bool = True) -> None:
 
     def _fast(params: dict[str, Any]) -> Any:
         """The one-nvcc-call route of inline_fast; None when it does not apply or failed for our reasons."""
-        from .inline_fast import NotEligible, build_fast
 
         name = params["name"]
         start = time.perf_counter()
@@ -276,8 +217,8 @@ def install_build_hooks(*, fast_headers: bool = True) -> None:
                 log.info("light build of %s failed, retrying with the standard headers", name)
                 _mark(name, "light")
         std = dict(params)
-        std["cuda_sources"] = [_HEAVY_INCLUDE_RE.sub("#include <torch/types.h>", s)
-                               if fast_headers and not _NEEDS_FULL_RE.search(s) else s for s in cuda] or None
+        std["cuda_sources"] = [HEAVY_INCLUDE_RE.sub("#include <torch/types.h>", s)
+                               if fast_headers and not NEEDS_FULL_RE.search(s) else s for s in cuda] or None
         std["verbose"] = False
         start = time.perf_counter()
         try:

@@ -4,7 +4,7 @@
 which usually includes all of ``torch/extension.h``) and ``main.cpp`` (pybind11 bindings including
 ``torch/python.h``). Both parse most of ATen; on the H200 box that is 25-64 s per candidate.
 
-This route compiles only the candidate's CUDA source, with a light prelude (``build.light_cuda_source``)
+This route compiles only the candidate's CUDA source, with a light prelude (``prelude.light_cuda_source``)
 plus a generated ``extern "C"`` wrapper per bound function, into a shared library with a single
 ``nvcc -shared`` call. Python reaches the wrappers through a small pybind *trampoline* module that
 is built once per box and torch version (``call(address, kinds, ret, args)``): it turns Python
@@ -30,7 +30,7 @@ import types
 from pathlib import Path
 from typing import Any
 
-from .build import light_cuda_source
+from .prelude import CandidateBuildError, light_cuda_source
 
 TRAMPOLINE_VERSION = "1"
 
@@ -319,7 +319,6 @@ def build_fast(params: dict[str, Any], ext_root: Path) -> tuple[Any, dict[str, A
             cmd = [*wrapper, nvcc, str(folder / "unit.cu"), "-o", str(folder / "lib.tmp.so"), *flags, *ldflags]
             proc = subprocess.run(cmd, capture_output=True, text=True, timeout=900)
             if proc.returncode != 0:
-                from .build import CandidateBuildError
                 from .results import trim_log
 
                 raise CandidateBuildError(f"nvcc failed for {params['name']}",

@@ -5,8 +5,10 @@ short-term memory (``memory``) and the seams to the GPU and the KB (``adapters``
 
 from __future__ import annotations
 
+from kernelskill.taskfile import validate_task
+
 from .adapters import HarnessEvaluator, KBRetriever, eval_view, query_view
-from .loop import Loop, LoopOptions, LoopResult, Paused, validate_task
+from .loop import Loop, LoopOptions, LoopResult, Paused
 
 __all__ = ["HarnessEvaluator", "KBRetriever", "Loop", "LoopOptions", "LoopResult", "Paused", "eval_view",
            "query_view", "validate_task"]

@@ -18,11 +18,9 @@ The GPU and the knowledge base sit behind two small protocols, :class:`Evaluator
 
 from __future__ import annotations
 
-import ast
 import json
 import logging
 from collections.abc import Callable
-from pathlib import Path
 from typing import Any, Literal
 
 from pydantic import BaseModel, Field
@@ -52,22 +50,6 @@ class LoopOptions(BaseModel):
     # what the code-writing roles are asked for: load_inline extensions, or the harness's fast path
     # (kernels compiled with nvcc -cubin and launched without a C++ extension; FASTPATH.md)
     candidate_format: Literal["load_inline", "fastpath"] = "load_inline"
-
-
-def validate_task(path: Path) -> str:
-    """The task's source, after checking (without running it) that it is a KernelBench task."""
-    if not path.is_file():
-        raise KernelskillError(f"{path}: task file not found")
-    source = path.read_text()
-    try:
-        tree = ast.parse(source, filename=str(path))
-    except SyntaxError as exc:
-        raise KernelskillError(f"{path}:{exc.lineno}: not valid Python: {exc.msg}") from exc
-    names = {n.name for n in tree.body if isinstance(n, ast.ClassDef | ast.FunctionDef)}
-    missing = [n for n in ("Model", "get_inputs") if n not in names]
-    if missing:
-        raise KernelskillError(f"{path}: not a KernelBench task: no top-level {' or '.join(missing)}")
-    return source
 
 
 class Candidate(BaseModel):
