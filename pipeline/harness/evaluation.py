@@ -23,7 +23,7 @@ from . import timing  # binds the timing functions before any candidate is impor
 from .checks import OpRecorder, Tamper, aliases_inputs, judge_ops, output_problems
 from .compare import compare_outputs, flatten_outputs, max_normalized_error
 from .results import EvalConfig
-from .worker import Stage, classify_exception
+from .failures import Stage, classify_exception
 
 log = logging.getLogger(__name__)
 
