@@ -250,18 +250,31 @@ def stats_cmd(ctx) -> None:
 @click.option("--repair", is_flag=True, help="Re-sync Chroma from DuckDB when they differ.")
 @common_options
 def doctor_cmd(ctx, repair: bool) -> None:
-    """Detect (and with --repair fix) drift between DuckDB and Chroma."""
+    """Detect (and with --repair fix) drift between DuckDB and Chroma, and between the KB's objects and
+    the skill files (an interrupted add, objects whose file is gone, files not ingested)."""
+    from kernelskill.kb.curate import doctor_kb
     from kernelskill.kb.store import KBStore
 
     settings = ctx.settings()
     store = KBStore.open(settings.kb_dir, read_only=not repair, embed_settings=settings.embed)
-    report = store.doctor(repair=repair)
+    report = doctor_kb(settings, store, repair=repair)
 
     def render(r: Any) -> None:
         state = "in sync" if r.in_sync else ("repaired" if r.repaired else "DRIFT")
         console().print(f"{state}: duckdb {r.duckdb_docs} docs ({(r.duckdb_hash or '-')[:12]}), chroma "
                         f"{r.chroma_docs} docs ({(r.chroma_hash or '-')[:12]}); missing {len(r.missing)}, "
                         f"stale {len(r.stale)}, mismatched {len(r.mismatched)}")
+        if r.pending_write:
+            console().print("an add/import was interrupted (repair keeps or undoes its files)")
+        if r.orphans:
+            console().print(f"{len(r.orphans)} objects have no skill file: {', '.join(r.orphans[:8])}")
+        if r.unapplied:
+            console().print(f"{len(r.unapplied)} ids differ between the skill files and the KB: "
+                            f"{', '.join(r.unapplied[:8])}")
+        if r.sources_error:
+            console().print(f"the skill files do not load: {r.sources_error}", markup=False)
+        if r.recovered_file:
+            console().print(f"objects written back to {r.recovered_file}", markup=False)
 
     emit(ctx, report, render)
     if not report.in_sync and not report.repaired:

@@ -26,6 +26,7 @@ import json
 import logging
 import os
 import tempfile
+import threading
 import time
 import uuid
 from collections.abc import Iterator
@@ -115,6 +116,13 @@ class DriftReport(BaseModel):
     stale: list[str]  # in Chroma, not in DuckDB
     mismatched: list[str]  # different doc hash
     repaired: bool = False
+    # objects versus skill files (filled by kb.curate.doctor_kb)
+    sources_checked: bool = False
+    pending_write: bool = False  # an add/import was interrupted; repair finishes or undoes it
+    orphans: list[str] = []  # in the KB, but no skill file holds them any more (repair writes them back)
+    unapplied: list[str] = []  # the skill files and the KB disagree on these ids (repair re-ingests)
+    sources_error: str | None = None  # the skill files do not load
+    recovered_file: str | None = None
 
 
 def doc_embed_text(doc: SkillDoc) -> str:
@@ -181,6 +189,51 @@ def _write_atomic(path: Path, text: str) -> None:
         os.fsync(fh.fileno())
     os.replace(tmp, path)
     _fsync_dir(path.parent)
+
+
+class _WriterLock:
+    """An exclusive ``flock`` on ``<kb_dir>/.write.lock`` between processes, re-entrant inside one process
+    (one thread at a time): the first ``hold`` takes the file lock, nested ones only count."""
+
+    _by_dir: dict[str, _WriterLock] = {}
+    _guard = threading.Lock()
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        self._rlock = threading.RLock()
+        self._depth = 0
+        self._fh: Any = None
+
+    @classmethod
+    def for_dir(cls, kb_dir: Path) -> _WriterLock:
+        key = str(Path(kb_dir).resolve())
+        with cls._guard:
+            if key not in cls._by_dir:
+                cls._by_dir[key] = cls(Path(key) / LOCK)
+            return cls._by_dir[key]
+
+    @contextlib.contextmanager
+    def hold(self) -> Iterator[None]:
+        with self._rlock:
+            if self._depth == 0:
+                self.path.parent.mkdir(parents=True, exist_ok=True)
+                fh = self.path.open("a")
+                try:
+                    fcntl.flock(fh.fileno(), fcntl.LOCK_EX)
+                except BaseException:
+                    fh.close()
+                    raise
+                self._fh = fh
+            self._depth += 1
+            try:
+                yield
+            finally:
+                self._depth -= 1
+                if self._depth == 0:
+                    fh, self._fh = self._fh, None
+                    with contextlib.suppress(OSError):
+                        fcntl.flock(fh.fileno(), fcntl.LOCK_UN)
+                    fh.close()
 
 
 class KBStore:
@@ -292,17 +345,15 @@ class KBStore:
                     return None
         return self._collection
 
-    @contextlib.contextmanager
-    def _write_lock(self) -> Iterator[None]:
+    def writer(self) -> contextlib.AbstractContextManager[None]:
+        """The KB's writer lock. Curation holds it across read-sources / validate / place files / ingest,
+        so two writers never build on the same old state; :meth:`ingest` takes it again (re-entrant)."""
         if self.read_only:
             raise KernelskillError(f"{self.kb_dir}: the store is open read-only")
-        self.kb_dir.mkdir(parents=True, exist_ok=True)
-        with (self.kb_dir / LOCK).open("a") as fh:
-            fcntl.flock(fh.fileno(), fcntl.LOCK_EX)
-            try:
-                yield
-            finally:
-                fcntl.flock(fh.fileno(), fcntl.LOCK_UN)
+        return _WriterLock.for_dir(self.kb_dir).hold()
+
+    def _write_lock(self) -> contextlib.AbstractContextManager[None]:
+        return self.writer()
 
     # -- reads --------------------------------------------------------------------------------
     def _objects(self, table: str, where: str = "", params: list[Any] | None = None,
