@@ -32,22 +32,27 @@ class Ctx:
         return load_settings(home=self.home, overrides=overrides or None)
 
 
-def _to_jsonable(data: Any) -> Any:
+def to_jsonable(data: Any) -> Any:
     if hasattr(data, "model_dump"):
         return data.model_dump(mode="json")
     if isinstance(data, list):
-        return [_to_jsonable(d) for d in data]
+        return [to_jsonable(d) for d in data]
     if isinstance(data, dict):
-        return {k: _to_jsonable(v) for k, v in data.items()}
+        return {k: to_jsonable(v) for k, v in data.items()}
     if isinstance(data, Path):
         return str(data)
     return data
 
 
+def json_text(data: Any) -> str:
+    """``data`` as the text ``--json`` prints (the MCP server returns the same)."""
+    return json.dumps(to_jsonable(data), indent=2, sort_keys=False, default=str)
+
+
 def emit(ctx: Ctx, data: Any, render: Callable[[Any], None] | None = None) -> None:
     """Print ``data`` as JSON (``--json``) or through ``render`` (rich)."""
     if ctx.json or render is None:
-        click.echo(json.dumps(_to_jsonable(data), indent=2, sort_keys=False, default=str))
+        click.echo(json_text(data))
     else:
         render(data)
 

@@ -11,7 +11,7 @@ import click
 from kernelskill.commands._common import Ctx, common_options, console, emit
 
 
-def _config(ctx: Ctx, baseline: str, trials: int | None, policy: str | None, timeout: float | None) -> Any:
+def eval_config(ctx: Ctx, baseline: str, trials: int | None, policy: str | None, timeout: float | None) -> Any:
     from kernelskill.pipeline.harness import EvalConfig
 
     settings = ctx.settings()
@@ -99,7 +99,7 @@ def eval_cmd(ctx: Ctx, task: Path, kernel: Path, with_profile: bool, baseline: s
     """Evaluate KERNEL (a ModelNew candidate) against TASK (a KernelBench-format task)."""
     from kernelskill.pipeline.harness import evaluate, profile
 
-    cfg = _config(ctx, baseline, trials, policy, timeout)
+    cfg = eval_config(ctx, baseline, trials, policy, timeout)
     result = evaluate(task, kernel, cfg)
     data: dict[str, Any] = {"result": result.to_dict()}
     if with_profile and result.status == "ok":

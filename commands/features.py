@@ -13,7 +13,7 @@ from kernelskill.commands._common import Ctx, common_options, console, emit
 log = logging.getLogger(__name__)
 
 
-def _llm_for(ctx: Ctx) -> Any:
+def feature_llm(ctx: Ctx) -> Any:
     """The configured LLM client, or None when no endpoint/key is configured."""
     settings = ctx.settings()
     if not (settings.llm.base_url or settings.llm.resolved_api_key()) and settings.llm.provider == "openai":
@@ -55,7 +55,7 @@ def features(ctx: Ctx, file: Path, no_llm: bool) -> None:
     llm = None
     cache = None
     if not no_llm:
-        llm, settings = _llm_for(ctx)
+        llm, settings = feature_llm(ctx)
         if llm is not None:
             cache = FeatureCache(settings.cache_dir / "features.duckdb")
     fs = extract_file(file, llm=llm, cache=cache)

@@ -182,11 +182,18 @@ def execute(ctx: Any, run: Any, llm: Any, evaluator: Any, retriever: Any, option
                                exit_code=exc.exit_code) from exc
 
 
-def report_result(ctx: Any, run: Any, result: Any) -> None:
-    """Print the outcome; a paused run says what it waits for on stderr and exits with code 3."""
+def result_data(ctx: Any, run: Any, result: Any) -> dict[str, Any]:
+    """The JSON of a loop's outcome: the result without its trajectory, the run folder, and for a paused run
+    the one line saying what it waits for."""
     data = result.model_dump(exclude={"trajectory"}) | {"run_dir": str(run.path)}
     if result.status == "paused":
         data["waiting"] = waiting_message(ctx, run)
+    return data
+
+
+def report_result(ctx: Any, run: Any, result: Any) -> None:
+    """Print the outcome; a paused run says what it waits for on stderr and exits with code 3."""
+    data = result_data(ctx, run, result)
 
     def render(d: dict[str, Any]) -> None:
         from kernelskill.commands._common import console

@@ -144,12 +144,20 @@ def answer_cmd(ctx, run: str, request_id: str, answer_file, by: str) -> None:
 
     The answer is checked like an API answer of that role; an unusable one is refused with the reason
     and nothing is stored (the run stays paused)."""
+    data = answer_step(ctx, _store(ctx).open(run), request_id, answer_file.read(), by=by,
+                       source=getattr(answer_file, "name", "<stdin>"))
+    emit(ctx, data, lambda d: click.echo(f"stored the {d['role']} answer for {d['request']}; continue with "
+                                         f"`{d['next']}`"))
+
+
+def answer_step(ctx, r, request_id: str, text: str, *, by: str, source: str) -> dict[str, Any]:
+    """Store ``text`` as the answer of LLM step ``request_id`` of run ``r`` after checking it like an API
+    answer of that role (``source`` names where it came from in the error); the JSON of ``runs answer``."""
     from kernelskill.errors import KernelskillError
     from kernelskill.pipeline.loop.agents import check_answer
     from kernelskill.pipeline.runs import pending_request
     from kernelskill.pipeline.runs.exchange import Answer, Exchange
 
-    r = _store(ctx).open(run)
     exchange = Exchange(r.path)
     waiting = pending_request(r) or {}
     if waiting.get("side") == "gpu" and waiting.get("before") == request_id:
@@ -160,19 +168,15 @@ def answer_cmd(ctx, run: str, request_id: str, answer_file, by: str) -> None:
         raise KernelskillError(f"run {r.id}: {request_id} is a {request.kind} step (the GPU side answers it)")
     if exchange.answer_for(request.id) is not None or r.log.find(request.id, "llm_call") is not None:
         raise KernelskillError(f"run {r.id}: request {request_id} is already answered")
-    name = getattr(answer_file, "name", "<stdin>")
-    text = answer_file.read()
     reason = check_answer(request.expects, text)
     if reason:
-        raise KernelskillError(f"{name}: not a usable {request.role} answer for {request_id}: {reason} "
+        raise KernelskillError(f"{source}: not a usable {request.role} answer for {request_id}: {reason} "
                                "(nothing stored; the run still waits for it)")
     exchange.put_answer(Answer(id=request.id, text=r.log.scrub(text), answered_by=by.strip() or "runs answer"))
     from kernelskill.commands.optimize import ks
 
-    data = {"run": r.id, "request": request.id, "role": request.role, "stored": True,
+    return {"run": r.id, "request": request.id, "role": request.role, "stored": True,
             "next": ks(ctx, f"runs resume {r.id}")}
-    emit(ctx, data, lambda d: click.echo(f"stored the {d['role']} answer for {d['request']}; continue with "
-                                         f"`{d['next']}`"))
 
 
 @runs.command("resume")
@@ -201,22 +205,12 @@ def resume_cmd(ctx, run: str | None, all_dir: Path | None, stop_before: tuple[st
 
     if (run is None) == (all_dir is None):
         raise KernelskillError("runs resume: give one RUN or --all DIR")
+    if run is not None:
+        opt.report_result(ctx, *resume_one(ctx, run, list(stop_before), rounds, provider, model, base_url,
+                                           evaluator_spec, retriever_spec))
+        return
     settings = ctx.settings(**opt.llm_overrides(model, base_url, provider))
     stops = sorted(set(stop_before))
-    if run is not None:
-        r = _store(ctx).open(run)
-        evaluator = opt.make_evaluator(settings, evaluator_spec, ["gpu"])
-        if "gpu" not in stops:
-            try:
-                evaluator.check()
-            except KernelskillError as exc:  # this machine is the LLM side: go on up to the GPU step
-                logging.getLogger(__name__).warning("stopping before GPU steps: %s", exc)
-                stops = sorted({*stops, "gpu"})
-        options = opt.resumed_options(r, settings, stops, rounds, None, provider)
-        llm = opt.make_llm(settings, stops)
-        retriever = opt.make_retriever(settings, retriever_spec)
-        opt.report_result(ctx, r, opt.execute(ctx, r, llm, evaluator, retriever, options, settings))
-        return
     assert all_dir is not None
     rows = resume_all(ctx, RunStore(all_dir), settings, stops, rounds, provider, evaluator_spec, retriever_spec)
 
@@ -242,6 +236,30 @@ def resume_cmd(ctx, run: str | None, all_dir: Path | None, stop_before: tuple[st
         raise SystemExit(2)
     if any(row["status"] == "paused" for row in rows):
         raise SystemExit(3)
+
+
+def resume_one(ctx, run: str, stop_before: list[str], rounds: int | None = None, provider: str | None = None,
+               model: str | None = None, base_url: str | None = None, evaluator_spec: str | None = None,
+               retriever_spec: str | None = None, *, display: bool = True) -> tuple[Any, Any]:
+    """Continue run ``run`` until it finishes or needs the other side (without a visible GPU it stops
+    before the GPU steps); returns the run and the loop's result."""
+    from kernelskill.commands import optimize as opt
+    from kernelskill.errors import KernelskillError
+
+    settings = ctx.settings(**opt.llm_overrides(model, base_url, provider))
+    stops = sorted(set(stop_before))
+    r = _store(ctx).open(run)
+    evaluator = opt.make_evaluator(settings, evaluator_spec, ["gpu"])
+    if "gpu" not in stops:
+        try:
+            evaluator.check()
+        except KernelskillError as exc:  # this machine is the LLM side: go on up to the GPU step
+            logging.getLogger(__name__).warning("stopping before GPU steps: %s", exc)
+            stops = sorted({*stops, "gpu"})
+    options = opt.resumed_options(r, settings, stops, rounds, None, provider)
+    llm = opt.make_llm(settings, stops)
+    retriever = opt.make_retriever(settings, retriever_spec)
+    return r, opt.execute(ctx, r, llm, evaluator, retriever, options, settings, display=display)
 
 
 def resume_all(ctx, store, settings, stops: list[str], rounds: int | None, provider: str | None,

@@ -3,12 +3,19 @@
 Order: reference built (seed 42) -> tamper snapshot -> candidate imported and built (seed 42) ->
 first forward under the op recorder (anti-cheat on ops, outputs, aliasing) -> pointer-cache probe ->
 correctness trials with fresh seeds, both orders, poisoned memory -> determinism re-runs -> second
-shape set -> float64 precision check -> tamper check -> interleaved timing with the wall-clock
-cross-check and the speed-of-light floor.
+shape set (every module-level size varied, models rebuilt; :mod:`.shapes`) -> float64 precision check ->
+tamper check -> interleaved timing under PyTorch's default backend settings, bounded by a time budget,
+with the wall-clock cross-check and the speed-of-light floor.
+
+Inputs are made on the GPU (``get_inputs()`` under the device as default device), so a task with
+several GB of inputs costs milliseconds per seed instead of seconds of CPU random numbers and copies.
+Correctness runs with IEEE fp32 (TF32 off everywhere); the protocol in the config decides the
+tolerances, the library and torch-op policies and the second shape set.
 """
 
 from __future__ import annotations
 
+import contextlib
 import copy
 import logging
 import math
@@ -22,12 +29,14 @@ import torch
 from . import timing  # binds the timing functions before any candidate is imported
 from .checks import OpRecorder, Tamper, aliases_inputs, judge_ops, output_problems
 from .compare import compare_outputs, flatten_outputs, max_normalized_error
-from .results import EvalConfig
+from .gpu_facts import gpu_facts
 from .failures import Stage, classify_exception
+from .results import EvalConfig
+from .shapes import ShapePlan, shape_plans
 
 log = logging.getLogger(__name__)
 
-L2_BYTES = 60 * 2**20
+L2_BYTES = 60 * 2**20  # used when the GPU is not in gpus.json
 
 
 class _Stop(Exception):
@@ -48,6 +57,31 @@ def _clone(values: Sequence[Any]) -> list[Any]:
 
 def _float_dtypes(values: Sequence[Any]) -> set[torch.dtype]:
     return {v.dtype for v in values if isinstance(v, torch.Tensor) and v.is_floating_point()}
+
+
+def ieee_fp32() -> None:
+    """Correctness settings: no TF32 anywhere (cuBLAS and cuDNN compute in IEEE fp32)."""
+    torch.backends.cuda.matmul.allow_tf32 = False
+    torch.backends.cudnn.allow_tf32 = False
+    torch.set_float32_matmul_precision("highest")
+
+
+#: PyTorch's shipped backend defaults (what a user running the model eagerly gets): TF32 off for
+#: matmul, on for cuDNN convolutions
+PYTORCH_DEFAULTS = {"matmul_tf32": False, "cudnn_tf32": True}
+
+
+@contextlib.contextmanager
+def backend_flags(*, matmul_tf32: bool, cudnn_tf32: bool) -> Any:
+    old = (torch.backends.cuda.matmul.allow_tf32, torch.backends.cudnn.allow_tf32,
+           torch.get_float32_matmul_precision())
+    torch.backends.cuda.matmul.allow_tf32 = matmul_tf32
+    torch.backends.cudnn.allow_tf32 = cudnn_tf32
+    try:
+        yield
+    finally:
+        torch.backends.cuda.matmul.allow_tf32, torch.backends.cudnn.allow_tf32 = old[0], old[1]
+        torch.set_float32_matmul_precision(old[2])
 
 
 class Evaluation:
@@ -83,12 +117,14 @@ class Evaluation:
             raise _Stop({"status": status, "correct": False, "build_log": build_log,
                          "message": f"{message} (in {what})"}) from exc
 
+    def on_device(self) -> Any:
+        """Tensors a task's ``get_inputs``/``get_init_inputs`` creates land on the GPU directly."""
+        return torch.device(self.device) if self.cuda else contextlib.nullcontext()
+
     def fresh_inputs(self, seed: int, alt: bool = False) -> list[Any]:
         torch.manual_seed(seed)
-        if alt:
-            values = self.alt_get_inputs()
-        else:
-            values = self.task.get_inputs()
+        with self.on_device():
+            values = self.task.get_inputs_alt() if alt else self.task.get_inputs()
         return _to_device(list(values), self.device)
 
     def poison(self, nbytes: list[int]) -> None:
@@ -130,9 +166,8 @@ class Evaluation:
         from .loader import load_candidate, load_task
 
         cfg = self.config
-        torch.backends.cuda.matmul.allow_tf32 = False
-        torch.backends.cudnn.allow_tf32 = False
-        torch.set_float32_matmul_precision("highest")
+        ieee_fp32()
+        self.details["protocol"] = cfg.protocol
 
         self.stage("load_task")
         self.task = load_task(self.req["task"])
@@ -206,7 +241,11 @@ class Evaluation:
         if not cmp.ok:
             raise _Stop({"status": cmp.status, "correct": False, "message": f"trial 0: {cmp.message}",
                          "details": cmp.details | {"trial": 0}})
-        found = judge_ops(rec_ref.record, rec_c.record, policy=cfg.library_policy, task_is_fp32=task_fp32)
+        warnings: list[str] = []
+        found = judge_ops(rec_ref.record, rec_c.record, policy=cfg.library_policy, task_is_fp32=task_fp32,
+                          torch_ops=cfg.torch_ops, warnings=warnings)
+        if warnings:
+            self.details["warnings"] = warnings
         if found:
             self.cheat(*found)
         ref_mutates = any(isinstance(a, torch.Tensor) and not torch.equal(a, b)
@@ -289,23 +328,11 @@ class Evaluation:
         self.details["bitwise_deterministic"] = bitwise
 
         # ---- second shape set ----
-        if cfg.alt_shapes and not self.has_alt():
-            self.details["alt_shapes"] = "skipped: the task has no get_inputs_alt() and no batch_size >= 2"
-        if cfg.alt_shapes and self.has_alt():
+        if cfg.alt_shapes and cfg.shapes != "none":
             self.stage("alt_shapes")
-            xs = self.fresh_inputs(cfg.seed + 77, alt=True)
-            ref_a = ref_model(*_clone(xs))
-            self.sync()
-            self.poison([o.numel() * o.element_size() for o in flatten_outputs(ref_a)
-                         if isinstance(o, torch.Tensor)])
-            cand_a = self.call(cand_model, _clone(xs), "the second shape set")
-            cmp = compare_outputs(ref_a, cand_a, cfg)
-            if not cmp.ok:
-                raise _Stop({"status": cmp.status, "correct": False,
-                             "message": f"second shape set ({self.alt_description}): {cmp.message}",
-                             "details": cmp.details | {"failed_on": "alt_shapes"}})
-            self.details["alt_shapes"] = self.alt_description
-            del ref_a, cand_a, xs
+            self.alt_shape_check(model_cls, ref_model, cand_model, init, timing.tensor_bytes(x0))
+        else:
+            self.details["alt_shapes"] = f"skipped: the protocol's shapes = {cfg.shapes!r}"
 
         # ---- precision: against a float64 reference (fp32 tasks) ----
         if cfg.check_fp64 and task_fp32:
