@@ -122,18 +122,22 @@ def list_cmd(ctx, type_: str | None, bottleneck: str | None) -> None:
     emit(ctx, rows, render)
 
 
+def show_data(store: Any, obj_id: str) -> dict[str, Any]:
+    """One KB object as the JSON of ``kb show``: its type, where it is defined, and its fields."""
+    from kernelskill.errors import KernelskillError
+
+    obj = store.get(obj_id)
+    if obj is None:
+        raise KernelskillError(f"no KB object with id {obj_id!r} (see 'kernelskill kb list')")
+    return {"type": type(obj).__name__.lower(), "source": store.location(obj_id), **obj.model_dump(mode="json")}
+
+
 @kb.command("show")
 @click.argument("obj_id", metavar="ID")
 @common_options
 def show_cmd(ctx, obj_id: str) -> None:
     """Show one object as YAML."""
-    from kernelskill.errors import KernelskillError
-
-    store = _open(ctx, read_only=True)
-    obj = store.get(obj_id)
-    if obj is None:
-        raise KernelskillError(f"no KB object with id {obj_id!r} (see 'kernelskill kb list')")
-    data = {"type": type(obj).__name__.lower(), "source": store.location(obj_id), **obj.model_dump(mode="json")}
+    data = show_data(_open(ctx, read_only=True), obj_id)
 
     def render(d: dict[str, Any]) -> None:
         import yaml
