@@ -15,10 +15,10 @@ import yaml
 
 from kernelskill.errors import KernelskillError
 
-from .expr import RuleSyntaxError, compile_expr, evaluate, names_in
 from .forward import ForwardInfo, analyse_forward
 from .kernel_facts import Facts, cuda_facts, triton_facts
 from .models import EvidenceLine, FeatureSet
+from .rule_expr import RuleSyntaxError, compile_rule, evaluate_rule, names_in
 from .scanner import Function, Source, scan
 
 #: bump when the extraction code changes meaning; the rule-set version hashes it with rules.yaml
@@ -86,7 +86,7 @@ def _build(data: dict, path: Path, version: str) -> RuleSet:
     known = structural | {p.name for p in patterns}
     derived: dict[str, ast.expr] = {}
     for name, text in (data.get("derived") or {}).items():
-        tree = compile_expr(text, f"derived.{name}")
+        tree = compile_rule(text, f"derived.{name}")
         unknown = names_in(tree) - known
         if unknown:
             raise RuleSyntaxError(f"derived.{name}: unknown facts {sorted(unknown)}")
@@ -106,14 +106,14 @@ def _build(data: dict, path: Path, version: str) -> RuleSet:
         allowed = known if rule.scope == "kernels" else known | FORWARD_FACTS | (all_features - {rule.name})
         exprs = []
         if "value" in spec:
-            rule.value = compile_expr(spec["value"], where)
+            rule.value = compile_rule(spec["value"], where)
             exprs.append(rule.value)
         for case in spec.get("cases", []):
-            tree = compile_expr(case["when"], where)
+            tree = compile_rule(case["when"], where)
             rule.cases.append((tree, int(case["value"])))
             exprs.append(tree)
         if "undecided_when" in spec:
-            rule.undecided_when = compile_expr(spec["undecided_when"], where)
+            rule.undecided_when = compile_rule(spec["undecided_when"], where)
             exprs.append(rule.undecided_when)
         for tree in exprs:
             unknown = names_in(tree) - allowed
@@ -183,7 +183,7 @@ def kernel_fact_table(src: Source, rules: RuleSet, fn: Function) -> Facts:
     facts = {k: v for k, v in facts.items() if v}
     for name, tree in rules.derived.items():
         used = names_in(tree)
-        if evaluate(tree, lambda n: bool(facts.get(n))):
+        if evaluate_rule(tree, lambda n: bool(facts.get(n))):
             facts[name] = sorted({o for n in used if facts.get(n) and n != name for o in facts[n]})[:MAX_EVIDENCE] or [fn.start]
     return facts
 
@@ -253,7 +253,7 @@ def apply_rules(text: str, path: str | None = None, rules: RuleSet | None = None
             hits = []
             for name, table in ktables.items():
                 assert rule.value is not None
-                if evaluate(rule.value, lambda n, t=table: bool(t.get(n))):
+                if evaluate_rule(rule.value, lambda n, t=table: bool(t.get(n))):
                     hits.append(name)
                     for n in names_in(rule.value):
                         ev += [(o, n) for o in table.get(n, [])]
@@ -278,19 +278,19 @@ def apply_rules(text: str, path: str | None = None, rules: RuleSet | None = None
             if rule.cases:
                 value = rule.default
                 for tree, case_value in rule.cases:
-                    if evaluate(tree, lookup, agg):
+                    if evaluate_rule(tree, lookup, agg):
                         value = case_value
                         collect(tree)
                         break
             else:
                 assert rule.value is not None
-                value = bool(evaluate(rule.value, lookup, agg))
+                value = bool(evaluate_rule(rule.value, lookup, agg))
                 if value:
                     collect(rule.value)
             ok = info.found_forward or bool(kernels)
             if rule.undecided_when is not None:
                 fwd["value"] = value
-                if evaluate(rule.undecided_when, lookup, agg):
+                if evaluate_rule(rule.undecided_when, lookup, agg):
                     ok = False
                 del fwd["value"]
         values[rule.name] = value

@@ -14,7 +14,7 @@ class RuleSyntaxError(ValueError):
     pass
 
 
-def compile_expr(text: str, where: str) -> ast.expr:
+def compile_rule(text: str, where: str) -> ast.expr:
     try:
         tree = ast.parse(str(text), mode="eval").body
     except SyntaxError as exc:
@@ -39,7 +39,7 @@ def names_in(tree: ast.expr) -> frozenset[str]:
     return frozenset(out)
 
 
-def evaluate(tree: ast.expr, lookup: Callable[[str], Any], agg: Callable[[str, str], Any] | None = None) -> Any:
+def evaluate_rule(tree: ast.expr, lookup: Callable[[str], Any], agg: Callable[[str, str], Any] | None = None) -> Any:
     def ev(node: ast.AST) -> Any:
         if isinstance(node, ast.Constant):
             return node.value

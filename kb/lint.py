@@ -19,6 +19,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel
 
+from kernelskill.expr import ExprError, compile_expr
 from kernelskill.kb.loader import LoadIssue, Location, SkillSet
 
 ALLOWED_FUNCS = {"min": (1, None), "max": (1, None), "abs": (1, 1), "defined": (1, 1)}
@@ -65,99 +66,14 @@ class LintReport(BaseModel):
         return sum(1 for row in self.coverage for n in row.counts.values() if n == 0)
 
 
-class ExprError(ValueError):
-    """An expression outside the language; ``col`` is 0-based within the expression."""
-
-    def __init__(self, message: str, col: int = 0) -> None:
-        super().__init__(message)
-        self.col = col
-
-
 # --------------------------------------------------------------------------------------------------
 # expressions
 
 
 def expression_names(expr: str) -> set[str]:
-    """Validate ``expr`` against the whitelist and return the symbols it names.
-
-    Uses the evaluator's own compiler (``retrieval/expr.py``) when it is importable, so lint and
-    evaluation accept exactly the same language; otherwise a validator of the same whitelist.
-    """
-    try:
-        from kernelskill.retrieval.expr import ExprError as EvalExprError
-        from kernelskill.retrieval.expr import compile_expr
-    except ImportError:  # pragma: no cover - the retrieval room is not there
-        return _own_names(expr)
-    try:
-        return set(compile_expr(expr).names)
-    except EvalExprError as exc:
-        raise ExprError(str(exc)) from None
-
-
-def _own_names(expr: str) -> set[str]:
-    try:
-        tree = ast.parse(expr.strip(), mode="eval")
-    except SyntaxError as exc:
-        raise ExprError(f"expression {expr!r}: syntax error at column {exc.offset or 0}: {exc.msg}") from None
-    names: set[str] = set()
-    try:
-        _check(tree.body, names, in_list=False)
-    except ExprError as exc:
-        raise ExprError(f"expression {expr!r} (column {exc.col + 1}): {exc}") from None
-    return names
-
-
-def _check(node: ast.AST, names: set[str], *, in_list: bool) -> None:
-    col = getattr(node, "col_offset", 0)
-    if isinstance(node, ast.Constant):
-        if not isinstance(node.value, bool | int | float | str):
-            raise ExprError(f"literal {node.value!r} is not allowed", col)
-    elif isinstance(node, ast.Name):
-        names.add(node.id)
-    elif isinstance(node, ast.BoolOp):
-        for v in node.values:
-            _check(v, names, in_list=False)
-    elif isinstance(node, ast.UnaryOp):
-        if not isinstance(node.op, ast.Not | ast.USub | ast.UAdd):
-            raise ExprError(f"operator {type(node.op).__name__} is not allowed", col)
-        _check(node.operand, names, in_list=False)
-    elif isinstance(node, ast.BinOp):
-        if not isinstance(node.op, ast.Add | ast.Sub | ast.Mult | ast.Div):
-            raise ExprError(f"operator {type(node.op).__name__} is not allowed", col)
-        _check(node.left, names, in_list=False)
-        _check(node.right, names, in_list=False)
-    elif isinstance(node, ast.Compare):
-        _check(node.left, names, in_list=False)
-        for op, right in zip(node.ops, node.comparators, strict=True):
-            if isinstance(op, ast.In | ast.NotIn):
-                if not isinstance(right, ast.List | ast.Tuple):
-                    raise ExprError("'in' needs a list or tuple literal on its right", right.col_offset)
-                for elt in right.elts:
-                    if not isinstance(elt, ast.Constant):
-                        raise ExprError("list items after 'in' must be literals", elt.col_offset)
-                    _check(elt, names, in_list=True)
-            elif isinstance(op, ast.Lt | ast.LtE | ast.Gt | ast.GtE | ast.Eq | ast.NotEq):
-                _check(right, names, in_list=False)
-            else:
-                raise ExprError(f"comparison {type(op).__name__} is not allowed", col)
-    elif isinstance(node, ast.Call):
-        if not isinstance(node.func, ast.Name) or node.func.id not in ALLOWED_FUNCS:
-            what = node.func.id if isinstance(node.func, ast.Name) else "this call"
-            raise ExprError(f"call to {what} is not allowed (only {', '.join(ALLOWED_FUNCS)})", col)
-        if node.keywords:
-            raise ExprError("keyword arguments are not allowed", col)
-        lo, hi = ALLOWED_FUNCS[node.func.id]
-        if len(node.args) < lo or (hi is not None and len(node.args) > hi):
-            raise ExprError(f"{node.func.id}() takes {lo if lo == hi else f'at least {lo}'} argument(s)", col)
-        if node.func.id == "defined":
-            if not isinstance(node.args[0], ast.Name):
-                raise ExprError("defined() takes a field name", col)
-            names.add(node.args[0].id)
-            return
-        for arg in node.args:
-            _check(arg, names, in_list=False)
-    else:
-        raise ExprError(f"{type(node).__name__} is not allowed in an expression", col)
+    """Validate ``expr`` with the evaluator's own compiler (:mod:`kernelskill.expr`) and return the symbols
+    it names, so lint and evaluation accept exactly the same language."""
+    return set(compile_expr(expr).names)
 
 
 # --------------------------------------------------------------------------------------------------

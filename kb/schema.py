@@ -5,7 +5,7 @@ The YAML under ``kb/skills/`` is the source of truth; these models validate it, 
 (``kb/store.py``) persists exactly what they describe.
 
 Expressions (``Predicate.expr``, ``Field.expr``) use the small safe expression language
-described in ``docs/CONTRACTS.md`` and evaluated by ``retrieval/expr.py`` (no Python eval).
+described in ``docs/CONTRACTS.md`` and evaluated by ``expr.py`` (no Python eval).
 """
 
 from __future__ import annotations

@@ -1,7 +1,7 @@
 """The rule engine: derived fields, headroom tier, bottleneck diagnosis, case gating and vetoes.
 
 Everything it decides comes from the KB's data (fields, predicates, tiers, bottlenecks, cases, vetoes),
-evaluated by :mod:`kernelskill.retrieval.expr`; every evaluation is appended to the trace.
+evaluated by :mod:`kernelskill.expr`; every evaluation is appended to the trace.
 
 Order of decisions (docs/CONTRACTS.md, "Expressions"):
 1. derived fields, in dependency order;
@@ -23,10 +23,10 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
+from kernelskill.expr import ExprError, Value, compile_expr
 from kernelskill.kb.schema import Bottleneck, Case, FieldKind, Method, Predicate, Tier, Veto
 from kernelskill.kb.schema import Field as KBField
 
-from .expr import ExprError, Value, compile_expr
 from .result import (
     BottleneckCandidate,
     BottleneckResult,

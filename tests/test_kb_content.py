@@ -5,7 +5,7 @@ The reachability check is a local search over realistic inputs (features that re
 convention of REFERENCE.md section 7, profiles on the thresholds' both sides, context values) for an
 input under which the workflow of docs/kb.md actually *selects* each case: its bottleneck is the first
 candidate (or, for a fallback, no bottleneck is a candidate), no case before it in (priority, id) order
-matches, and its own gates hold. Expressions are evaluated by the real evaluator (retrieval/expr.py).
+matches, and its own gates hold. Expressions are evaluated by the real evaluator (expr.py).
 """
 
 from __future__ import annotations
@@ -21,8 +21,8 @@ from typing import Any
 import pytest
 import yaml
 
+from kernelskill.expr import compile_expr
 from kernelskill.kb.schema import FEATURE_NAMES, SECTIONS, FieldKind
-from kernelskill.retrieval.expr import compile_expr
 
 ROOT = Path(__file__).resolve().parents[1]
 SKILLS = ROOT / "kb" / "skills"

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from kernelskill.errors import KernelskillError
-from kernelskill.retrieval.expr import ExprError, compile_expr, evaluate, symbols
+from kernelskill.expr import ExprError, compile_expr, evaluate, symbols
 
 
 @pytest.mark.parametrize(
