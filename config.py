@@ -12,7 +12,7 @@ import logging
 import os
 import tomllib
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
@@ -72,13 +72,20 @@ class HarnessSettings(_Section):
 
 
 class LoopSettings(_Section):
-    rounds: int = 15
-    parent_rule: str = "best"  # best | latest_improving
-    reask_planner: int = 1
-    max_repairs: int = 3  # consecutive repairs of one failure chain
+    """The optimize loop's settings; ``pipeline.loop.LoopOptions`` extends them with per-run fields."""
+
+    rounds: int = Field(default=15, ge=0)
+    parent_rule: Literal["best", "latest_improving"] = "best"  # which accepted candidate a round starts from
+    reask_planner: int = Field(default=1, ge=0)
+    max_repairs: int = Field(default=3, ge=0)  # consecutive repairs of one failure chain
     verify_seed: int = 20261202  # fresh seed of the final re-verification
-    verify_candidates: int = 3  # how many of the best to try when the best fails re-verification
-    candidate_format: str = "load_inline"  # load_inline | fastpath (pipeline/harness/FASTPATH.md)
+    verify_candidates: int = Field(default=3, ge=0)  # how many of the best to try when the best fails it
+    # what the code-writing roles are asked for: load_inline extensions, or the harness's fast path
+    # (kernels compiled with nvcc -cubin and launched without a C++ extension; pipeline/harness/FASTPATH.md)
+    candidate_format: Literal["load_inline", "fastpath"] = "load_inline"
+    # kb: the planner chooses among the knowledge base's permitted methods; none (the ablation arm): no
+    # profile, no query, the planner gets no retrieved case, methods or evidence and chooses freely
+    knowledge: Literal["kb", "none"] = "kb"
 
 
 class Settings(_Section):

@@ -233,6 +233,9 @@ def report_result(ctx: Any, run: Any, result: Any) -> None:
 @click.option("--format", "candidate_format", type=click.Choice(["load_inline", "fastpath"]), default=None,
               help="What candidates the LLM writes: load_inline extensions, or the harness's fast path "
                    "(nvcc -cubin kernels launched without a C++ extension; builds in about a second).")
+@click.option("--knowledge", type=click.Choice(["kb", "none"]), default=None,
+              help="kb (default): the planner chooses among the knowledge base's permitted methods; none: the "
+                   "ablation arm, the same loop with no profile, no query and no retrieved knowledge.")
 @click.option("--parent-rule", type=click.Choice(["best", "latest_improving"]), default=None,
               help="Which accepted candidate the next round starts from.")
 @click.option("--evaluator", "evaluator_spec", default=None, metavar="MODULE:ATTR",
@@ -242,7 +245,8 @@ def report_result(ctx: Any, run: Any, result: Any) -> None:
 @common_options
 def optimize(ctx, task: Path | None, rounds: int | None, model: str | None, base_url: str | None,
              provider: str | None, stop_before: tuple[str, ...], resume: str | None, parent_rule: str | None,
-             candidate_format: str | None, evaluator_spec: str | None, retriever_spec: str | None) -> None:
+             candidate_format: str | None, knowledge: str | None, evaluator_spec: str | None,
+             retriever_spec: str | None) -> None:
     """Optimize a KernelBench-format TASK with the closed loop (or --resume RUN_ID)."""
     from kernelskill.pipeline.loop import LoopOptions, validate_task
     from kernelskill.pipeline.runs import RunStore
@@ -260,12 +264,9 @@ def optimize(ctx, task: Path | None, rounds: int | None, model: str | None, base
         if task is None:
             raise KernelskillError("optimize: give a TASK file (or --resume RUN_ID)")
         validate_task(task)
-        loop = settings.loop
-        options = LoopOptions(rounds=loop.rounds if rounds is None else rounds,
-                              parent_rule=parent_rule or loop.parent_rule, reask_planner=loop.reask_planner,
-                              max_repairs=loop.max_repairs, verify_seed=loop.verify_seed,
-                              verify_candidates=loop.verify_candidates, stop_before=stops,
-                              candidate_format=candidate_format or loop.candidate_format)
+        options = LoopOptions.from_settings(settings.loop, rounds=rounds, parent_rule=parent_rule,
+                                            candidate_format=candidate_format, knowledge=knowledge,
+                                            stop_before=stops)
     llm = make_llm(settings, stops)
     evaluator = make_evaluator(settings, evaluator_spec, stops)
     retriever = make_retriever(settings, retriever_spec)

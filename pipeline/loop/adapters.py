@@ -8,6 +8,7 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from kernelskill.errors import KernelskillError
+from kernelskill.retrieval.api import query
 
 log = logging.getLogger(__name__)
 
@@ -73,23 +74,55 @@ class KBRetriever:
         self.settings = settings
 
     def query(self, kernel: Path, *, task: Path, profile: Path | None) -> dict[str, Any]:
-        import kernelskill
-
-        result = kernelskill.query(kernel, task=task, profile=profile, settings=self.settings)
-        return result.model_dump(mode="json") if hasattr(result, "model_dump") else dict(result)
+        result = query(kernel, task=task, profile=profile, settings=self.settings)
+        return result.model_dump(mode="json")
 
 
 # Normalised views of what the seams return ---------------------------------------------------------
+#: stages of an evaluation that run the harness's own work (loading the task, the reference, the second
+#: shape set's reference, the float64 check, timing): a timeout or out-of-memory there is not a bug in the
+#: candidate's code, so it is not sent to the diagnoser
+HARNESS_STAGES = frozenset({"start", "load_task", "build_reference", "reference_forward", "alt_shapes",
+                            "precision_fp64", "timing"})
+HARNESS_LIMITS = frozenset({"timeout", "oom"})
+
+
+def stage_timings(details: dict[str, Any]) -> dict[str, float]:
+    """Seconds spent in each stage of an evaluation, in order. The harness records when each stage began
+    (``stage_times_s``, with ``end``); a worker killed for its time or memory leaves only its stage and its
+    total (``worker_seconds``), and the stage it died in gets what is left of that total."""
+    starts = details.get("stage_times_s") or details.get("stage_timings") or {}
+    begun = sorted(((str(k), float(v)) for k, v in starts.items() if isinstance(v, int | float) and k != "end"),
+                   key=lambda kv: kv[1])
+    end = starts.get("end")
+    if not isinstance(end, int | float):
+        end = details.get("worker_seconds")
+    out: dict[str, float] = {}
+    for i, (name, t0) in enumerate(begun):
+        t1 = begun[i + 1][1] if i + 1 < len(begun) else end
+        if isinstance(t1, int | float):
+            out[name] = round(max(float(t1) - t0, 0.0), 3)
+    stage = details.get("stage")
+    if stage and stage not in out and isinstance(details.get("worker_seconds"), int | float):
+        out[str(stage)] = round(float(details["worker_seconds"]) - sum(out.values()), 3)
+    return out
+
+
 def eval_view(raw: dict[str, Any]) -> dict[str, Any]:
-    """The fields the loop, the prompts and the report rely on, whatever else the harness adds."""
+    """The fields the loop, the prompts and the report rely on, whatever else the harness adds.
+    ``harness_failure`` marks a timeout or out-of-memory in one of the harness's own stages."""
     status = str(raw.get("status") or "runtime_error")
     correct = bool(raw.get("correct", status == "ok")) and status == "ok"
     speed = raw.get("speedup")
+    details = raw.get("details") if isinstance(raw.get("details"), dict) else {}
+    stage = str(details.get("stage") or "")
     return {"status": status, "correct": correct,
             "speedup": float(speed) if isinstance(speed, int | float) and correct else None,
             "candidate_ms": raw.get("candidate_ms"), "baseline_ms": raw.get("baseline_ms"),
             "candidate_iqr_ms": raw.get("candidate_iqr_ms"), "baseline_iqr_ms": raw.get("baseline_iqr_ms"),
-            "message": str(raw.get("message") or "")[:2000], "build_log": str(raw.get("build_log") or "")[-4000:]}
+            "message": str(raw.get("message") or "")[:2000], "build_log": str(raw.get("build_log") or "")[-4000:],
+            "stage": stage, "stage_timings": stage_timings(details),
+            "harness_failure": status in HARNESS_LIMITS and stage in HARNESS_STAGES}
 
 
 def query_view(raw: dict[str, Any]) -> dict[str, Any]:

@@ -244,6 +244,10 @@ class Agents:
         The reviewer is only consulted for a correct candidate that has a parent to beat; its verdict
         is checked against the numbers: it can never accept a slower candidate. Without a usable
         answer the rule decides (faster than the parent)."""
+        if result.get("harness_failure"):
+            return ReviewDecision(accept=False, by="rule", reason=(
+                f"not evaluated: {result.get('status')} in the harness's own {result.get('stage')} stage "
+                f"(the task's limit, not a bug in the candidate)"))
         if not result.get("correct"):
             return ReviewDecision(accept=False, by="rule", reason=f"harness: {result.get('status')}")
         if parent is None:

@@ -21,35 +21,37 @@ from __future__ import annotations
 import json
 import logging
 from collections.abc import Callable
-from typing import Any, Literal
+from typing import Any
 
 from pydantic import BaseModel, Field
 
+from kernelskill.config import LoopSettings
 from kernelskill.errors import KernelskillError
 from kernelskill.pipeline.loop.adapters import Evaluator, Retriever, eval_view, query_view
 from kernelskill.pipeline.loop.agents import Agents, PlanDecision
 from kernelskill.pipeline.loop.llm import LLMClient
-from kernelskill.pipeline.loop.memory import Attempt, Memory, Repair, diff_summary
+from kernelskill.pipeline.loop.memory import HARNESS_FAILURE, Attempt, Memory, Repair, diff_summary
 from kernelskill.pipeline.runs import SIDE, Paused, Run, gpu_request, markdown_report, run_gpu_step
+from kernelskill.pipeline.runs.report import spend
 
 __all__ = ["Paused", "Loop", "LoopOptions", "LoopResult"]
 
 log = logging.getLogger(__name__)
 
-PARENT_RULES = ("best", "latest_improving")
+#: consecutive candidates the harness could not evaluate in its own stages (a timeout or out-of-memory of the
+#: reference, the second shape set or timing) before the run stops: the limit is the task's, not the code's
+HARNESS_FAILURES_IN_A_ROW = 2
 
+class LoopOptions(LoopSettings):
+    """The ``[loop]`` settings (one field list: :class:`~kernelskill.config.LoopSettings`) plus what belongs
+    to one invocation. All but ``stop_before`` are kept in the run's manifest, so a resume keeps them."""
 
-class LoopOptions(BaseModel):
-    rounds: int = Field(default=15, ge=0)
-    parent_rule: str = "best"  # best: the fastest accepted candidate; latest_improving: the latest accepted
-    reask_planner: int = Field(default=1, ge=0)
-    max_repairs: int = Field(default=3, ge=0)  # consecutive repairs of one failure chain
-    verify_seed: int = 20261202  # the fresh seed of the final re-verification
-    verify_candidates: int = 3  # how many of the best to try when the best fails re-verification
     stop_before: list[str] = Field(default_factory=list)  # "gpu" and/or "llm"
-    # what the code-writing roles are asked for: load_inline extensions, or the harness's fast path
-    # (kernels compiled with nvcc -cubin and launched without a C++ extension; FASTPATH.md)
-    candidate_format: Literal["load_inline", "fastpath"] = "load_inline"
+
+    @classmethod
+    def from_settings(cls, settings: LoopSettings, **overrides: Any) -> LoopOptions:
+        """The settings with the given fields replaced (``None`` keeps the setting)."""
+        return cls(**(settings.model_dump() | {k: v for k, v in overrides.items() if v is not None}))
 
 
 class Candidate(BaseModel):
@@ -85,8 +87,6 @@ class Loop:
         self.evaluator = evaluator
         self.retriever = retriever
         self.options = options or LoopOptions()
-        if self.options.parent_rule not in PARENT_RULES:
-            raise KernelskillError(f"loop.parent_rule: {self.options.parent_rule!r} is not one of {PARENT_RULES}")
         self.agents = Agents(llm, gpu, candidate_format=self.options.candidate_format)
         self.memory = Memory()
         self.candidates: dict[str, Candidate] = {}
@@ -99,10 +99,7 @@ class Loop:
 
     # step helpers ------------------------------------------------------------------------------
     def _phase(self, phase: str) -> None:
-        events = self.run.log.of_type("llm_call")
-        self.progress.update(round=self._round, phase=phase,
-                             tokens=sum(e["data"]["usage"].get("total_tokens", 0) for e in events),
-                             cost_usd=round(sum(e["data"].get("cost_usd", 0.0) for e in events), 6),
+        self.progress.update(round=self._round, phase=phase, **self._spend(),
                              best_speedup=max((c.result.get("speedup") or 0.0 for c in self.candidates.values()
                                                if c.accepted), default=None))
         if self.on_progress is not None:
@@ -160,10 +157,13 @@ class Loop:
     def _execute(self) -> LoopResult:
         fix_target: Candidate | None = None
         repairs_in_chain = 0
+        harness_failures = 0  # in a row
         self._round = 0
         self._new_candidate(self._generate(0))
         last = self.candidates.get("r00.generate")
-        if last is not None and not last.result.get("correct"):
+        if last is not None and last.result.get("harness_failure"):
+            harness_failures = 1
+        elif last is not None and not last.result.get("correct"):
             fix_target = last
         for r in range(1, self.options.rounds + 1):
             self._round = r
@@ -179,7 +179,17 @@ class Loop:
                 outcome = self._generate(r)
                 repairs_in_chain = 0
             candidate = self._new_candidate(outcome)
-            if candidate is not None and not candidate.result.get("correct"):
+            harness_failures = harness_failures + 1 if candidate and candidate.result.get("harness_failure") else 0
+            if harness_failures >= HARNESS_FAILURES_IN_A_ROW:
+                self._note("harness_gave_up", f"r{r:02d}", {
+                    "failures": harness_failures, "stage": candidate.result.get("stage") if candidate else None,
+                    "reason": "the harness could not evaluate candidates in its own stages; more rounds would "
+                              "spend the budget on the same limit"})
+                break
+            if candidate is not None and candidate.result.get("harness_failure"):
+                fix_target = None  # the harness's failure, not the candidate's: nothing to repair
+                repairs_in_chain = 0
+            elif candidate is not None and not candidate.result.get("correct"):
                 if candidate.branch != "repair":
                     repairs_in_chain = 0
                 fix_target = candidate
@@ -291,11 +301,16 @@ class Loop:
         self._phase("evaluate")
         data = self._gpu(gpu_request("eval", f"r{r:02d}.eval", rel))
         result = eval_view(data["result"])
+        result_class = HARNESS_FAILURE if result["harness_failure"] else result["status"]
         cand = Candidate(step=step, path=rel, round=r, branch=meta["branch"], parent=meta.get("parent"),
                          method=meta.get("method"), result=result)
         self.candidates[step] = cand
         if repairs and self.memory.repairs:
-            self.memory.repairs[-1].outcome = result["status"]
+            self.memory.repairs[-1].outcome = result_class
+        if result["harness_failure"]:
+            self._note("harness_failure", f"r{r:02d}.eval", {
+                "candidate": rel, "status": result["status"], "stage": result["stage"],
+                "stage_timings": result["stage_timings"], "message": result["message"]})
         self._phase("review")
         parent_view = None
         if self.parent is not None:
@@ -306,7 +321,7 @@ class Loop:
         cand.accepted = decision.accept
         attempt = Attempt(round=r, step=step, candidate=rel, parent=cand.parent, branch=cand.branch,
                           derived_from=repairs or cand.parent, method=cand.method, plan=meta.get("plan"),
-                          diff_summary=diff_summary(base_source, answer.code), result_class=result["status"],
+                          diff_summary=diff_summary(base_source, answer.code), result_class=result_class,
                           correct=result["correct"], speedup=result["speedup"], accepted=decision.accept,
                           review=decision.reason)
         self.memory.add_attempt(attempt)
@@ -361,9 +376,7 @@ class Loop:
         return result
 
     def _spend(self) -> dict[str, Any]:
-        events = self.run.log.of_type("llm_call")
-        return {"tokens": sum(e["data"]["usage"].get("total_tokens", 0) for e in events),
-                "cost_usd": round(sum(e["data"].get("cost_usd", 0.0) for e in events), 6)}
+        return spend([e["data"] for e in self.run.log.of_type("llm_call")])
 
     def trajectory(self) -> list[dict[str, Any]]:
         return [a.model_dump(exclude={"profile_deltas"}) | {"profile_deltas": a.profile_deltas}

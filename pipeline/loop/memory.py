@@ -19,6 +19,10 @@ KEY_PROFILE_FIELDS = ("kernel_duration_ns", "dram_throughput_pct", "l2_throughpu
                       "achieved_occupancy_pct", "registers_per_thread", "memory_dependency_stall_ratio")
 
 
+#: the result class of a candidate the harness could not evaluate in its own stages (not the code's failure)
+HARNESS_FAILURE = "harness_failure"
+
+
 class Attempt(BaseModel):
     round: int
     step: str
@@ -29,7 +33,7 @@ class Attempt(BaseModel):
     method: str | None = None
     plan: str | None = None
     diff_summary: str = ""
-    result_class: str  # ok | a harness failure class | invalid_output
+    result_class: str  # ok | a harness failure class | invalid_output | harness_failure
     correct: bool = False
     speedup: float | None = None
     accepted: bool = False
@@ -91,6 +95,8 @@ class Memory:
         succeeded: set[str] = set()
         for a in self.attempts:  # an optimization and the repairs that followed it share parent and method
             if a.branch not in ("optimize", "repair") or a.parent != parent or not a.method:
+                continue
+            if a.result_class == HARNESS_FAILURE:  # the harness's limit, not the method's: offered again
                 continue
             if not a.failed:
                 succeeded.add(a.method)

@@ -30,9 +30,16 @@ def summary(run: Run) -> dict[str, Any]:
         "best_speedup": max(accepted, default=None),
         "verified_speedup": (finished[-1]["best"] or {}).get("verified_speedup") if finished else None,
         "waits_for": (lambda p: f"{p['side']} {p['before']}" if p else None)(pending_request(run)),
-        "llm_calls": len(llm), "tokens": sum(d["usage"].get("total_tokens", 0) for d in llm),
-        "cost_usd": round(sum(d.get("cost_usd", 0.0) for d in llm), 6),
+        "llm_calls": len(llm), **spend(llm),
+        "knowledge": (manifest.get("options") or {}).get("knowledge", "kb"),
     }
+
+
+def spend(llm_calls: list[dict[str, Any]]) -> dict[str, Any]:
+    """Tokens and cost of a run's LLM calls (the ``data`` of its ``llm_call`` events): the one accounting
+    that the live display, the loop's result and the report share."""
+    return {"tokens": sum((d.get("usage") or {}).get("total_tokens", 0) for d in llm_calls),
+            "cost_usd": round(sum(d.get("cost_usd", 0.0) for d in llm_calls), 6)}
 
 
 def answered_by(llm_calls: list[dict[str, Any]], default: str | None) -> str:
@@ -74,6 +81,9 @@ def markdown_report(run: Run) -> str:
                      f"{_cell(best['baseline_ms'])} ms); file `best.py`")
     elif finished:
         lines.append("- no candidate was correct and re-verified")
+    if s["knowledge"] == "none":
+        lines.append("- knowledge: **none** (ablation arm: no profile, no query; the planner chose freely, "
+                     "without retrieved cases, methods or evidence)")
     lines += ["", "## Trajectory", "",
               "| round | branch | method | parent | result | speedup | parent next | planner | review |",
               "|---:|---|---|---|---|---:|---|---|---|"]
@@ -93,4 +103,17 @@ def markdown_report(run: Run) -> str:
         for d in repairs:
             lines.append("| " + " | ".join(_cell(d.get(k)) for k in ("candidate", "error_class", "root_cause",
                                                                      "fix")) + " |")
+    harness = [e for e in events if e["type"] in ("harness_failure", "harness_gave_up")]
+    if harness:
+        lines += ["", "## Harness failures (not the candidates' code)", "",
+                  "| step | candidate | failure | stage | stage timings (s) |", "|---|---|---|---|---|"]
+        for e in harness:
+            d = e["data"]
+            if e["type"] == "harness_gave_up":
+                lines.append(f"| {e['step']} | - | run stopped after {d.get('failures')} in a row | "
+                             f"{_cell(d.get('stage'))} | - |")
+                continue
+            timings = ", ".join(f"{k} {v:.1f}" for k, v in (d.get("stage_timings") or {}).items())
+            lines.append("| " + " | ".join(_cell(v) for v in (e["step"], d.get("candidate"), d.get("status"),
+                                                                d.get("stage"), timings)) + " |")
     return "\n".join(lines) + "\n"
