@@ -253,7 +253,7 @@ SECTIONS: dict[str, type[KBObject]] = {
     "docs": SkillDoc,
 }
 
-#: The 18 static code features (issue 4); names are part of the public contract.
+#: The 18 static code features ; names are part of the public contract.
 FEATURE_NAMES: tuple[str, ...] = (
     "has_reuse",
     "streaming_no_reuse",

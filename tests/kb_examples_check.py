@@ -25,7 +25,7 @@ from pathlib import Path
 
 EXAMPLES = Path(__file__).resolve().parents[1] / "kb" / "skills" / "examples"
 
-#: The methods whose examples this file checks by default (issue 3, first half of the method ids).
+#: The methods whose examples this file checks by default (the first half of the method ids).
 B1_METHODS: tuple[str, ...] = (
     "coalesced_access", "vectorized_access_16b", "more_work_per_thread", "memory_level_parallelism",
     "grid_stride_loop", "launch_config_tuning", "occupancy_launch_bounds", "register_blocking",

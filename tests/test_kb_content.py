@@ -1,8 +1,8 @@
-"""The curated decision logic in kb/skills (issue 3): counts, references, tiers, expressions, vetoes and
+"""The curated decision logic in kb/skills : counts, references, tiers, expressions, vetoes and
 reachability of every decision case.
 
 The reachability check is a local search over realistic inputs (features that respect the labelling
-convention of REFERENCE.md section 7, profiles on the thresholds' both sides, context values) for an
+convention of docs/features.md, profiles on the thresholds' both sides, context values) for an
 input under which the workflow of docs/kb.md actually *selects* each case: its bottleneck is the first
 candidate (or, for a fallback, no bottleneck is a candidate), no case before it in (priority, id) order
 matches, and its own gates hold. Expressions are evaluated by the real evaluator (expr.py).
@@ -181,7 +181,7 @@ def test_expressions_name_only_defined_fields() -> None:
 
 
 def test_profile_thresholds_use_base_units() -> None:
-    """Duration thresholds are in ns (REFERENCE defect: us/ms mixed with ns rules)."""
+    """Duration thresholds are in ns (docs/profiling.md: us/ms must never meet rules in ns)."""
     for p in kb()["predicates"]:
         for m in re.finditer(r"kernel_duration_ns\s*[<>]=?\s*([0-9.e+]+)", p.expr):
             assert float(m.group(1)) >= 1000, p.id
@@ -310,7 +310,7 @@ PROFILE_KEYS = REFERENCE_PROFILE_FIELDS | {"vendor_kernel_dominant"}
 
 
 def realistic(raw: dict[str, Any]) -> dict[str, Any]:
-    """Apply the labelling convention (REFERENCE.md section 7) so that impossible code is never searched."""
+    """Apply the labelling convention (docs/features.md) so that impossible code is never searched."""
     e = dict(raw)
     structure = e["kernel_structure_id"]
     if structure in (0, 2, 3):
@@ -562,7 +562,7 @@ def test_scalar_elementwise_at_70_pct_dram_widens_accesses() -> None:
 
 
 def test_priority_rule_dram_80_forces_memory_bandwidth() -> None:
-    # the SM is busier, but DRAM >= 80 forces memory bandwidth first (REFERENCE priority rule)
+    # the SM is busier, but DRAM >= 80 forces memory bandwidth first (priority rule of docs/profiling.md)
     env = _env(RELU, **{**PROFILE_IDLE, "dram_throughput_pct": 82, "sm_throughput_pct": 90})
     assert decide(env)[0] == "memory_bandwidth"
 

@@ -1,4 +1,4 @@
-"""Held-out agreement (issue 5's check, issue 3's quality bar): 25 kernels that are not examples of the
+"""Held-out agreement (the KB's quality bar): 25 kernels that are not examples of the
 KB (tests/data/heldout/kernels, KernelBench-style ModelNew files with load_inline CUDA), each with a
 synthetic H200 ncu CSV and an expert label written before any query ran (labels.yaml). Every kernel is
 queried through the real API (feature extraction, CSV ingestion, the rule engine, vetoes) over an

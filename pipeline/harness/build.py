@@ -5,7 +5,7 @@ Inside a worker, :func:`install_build_hooks` replaces ``torch.utils.cpp_extensio
 
 * the CUDA translation unit gets a light prelude (``ATen/core/Tensor.h`` plus the per-operator headers
   of the ``torch::``/``at::`` functions it names) instead of ``torch/extension.h``/``torch/types.h``;
-  nvcc parsing the whole of ATen is most of a load_inline build (REFERENCE.md section 4);
+  nvcc parsing the whole of ATen is most of a load_inline build (docs/evaluation.md);
 * the host unit (``main.cpp``: pybind bindings) uses torch's precompiled ``torch/extension.h`` when
   that header has been precompiled on this box (:func:`prepare_pch`);
 * if the light build fails, the build is retried the way ``load_inline`` would do it (with

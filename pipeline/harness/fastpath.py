@@ -1,7 +1,7 @@
 """The fast path: CUDA kernels compiled to a cubin (``nvcc -cubin`` or NVRTC) and launched on torch
 tensors through the CUDA driver API (ctypes on ``libcuda``), with no C++ extension to build.
 
-A build is about 0.4 s instead of the 25-60 s of ``load_inline`` (REFERENCE.md section 4). The
+A build is about 0.4 s instead of the 25-60 s of ``load_inline`` (docs/evaluation.md). The
 candidate format is described in ``FASTPATH.md`` next to this file. Torch + standard library only.
 """
 

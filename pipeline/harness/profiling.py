@@ -19,7 +19,7 @@ from .loader import inspect_candidate, inspect_task
 from .results import EvalConfig, ProfileResult
 from .sandbox import run_worker
 
-#: the raw metrics behind REFERENCE.md section 2 (normalized names live in retrieval/field_map.yaml)
+#: the raw metrics behind docs/profiling.md (normalized names live in retrieval/field_map.yaml)
 METRICS: tuple[str, ...] = (
     "gpu__dram_throughput.avg.pct_of_peak_sustained_elapsed",
     "lts__throughput.avg.pct_of_peak_sustained_elapsed",

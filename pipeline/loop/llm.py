@@ -39,7 +39,7 @@ MAX_BACKOFF_S = 30.0
 
 
 #: further providers by name: ``fn(client, role, messages, step) -> LLMResponse`` (e.g. the file
-#: ``exchange`` of issue 8, which may raise the loop's ``Paused`` while it waits for an answer file).
+#: ``exchange``, which may raise the loop's ``Paused`` while it waits for an answer file).
 #: A provider's answers are recorded and validated exactly like the API's.
 PROVIDERS: dict[str, Callable[..., LLMResponse]] = {}
 
