@@ -1,4 +1,4 @@
-"""Statement structure of a CUDA function body: loops, guards (if, ternary, early return), assignments.
+"""Statement structure of a CUDA function body: loops and guards (if, ternary, early return).
 
 Works on a masked view (comments and literals blanked), so every offset is an offset in the original
 file. This is not a C++ parser: it finds the few shapes the feature rules reason about.
@@ -168,11 +168,3 @@ def comparisons(cond: str) -> list[tuple[str, str, str]]:
         if len(parts) == 3:
             out.append((parts[0].strip(" ()"), parts[1], parts[2].strip(" ()")))
     return out
-
-
-_ASSIGN = re.compile(r"(?<![=!<>+\-*/%&|^])([A-Za-z_][\w\.]*(?:\s*\[[^\]=;]*\])*)\s*(\+=|-=|\*=|=)(?!=)\s*([^;]*);")
-
-
-def assignments(text: str, start: int, end: int) -> list[tuple[int, str, str, str]]:
-    """(offset, lhs, op, rhs) for assignments in [start, end)."""
-    return [(start + m.start(), m.group(1), m.group(2), m.group(3)) for m in _ASSIGN.finditer(text[start:end])]

@@ -135,7 +135,8 @@ class StandInRetriever:
 
 
 def retriever() -> Any:
-    """The real query when it can run here, otherwise the stand-in (said in the test output)."""
+    """The stand-in retriever: these tests exercise the loop, not the query (which has its own tests; the
+    real query inside the loop is covered by ``test_loop.py``'s KBRetriever test)."""
     return StandInRetriever()
 
 

@@ -76,7 +76,7 @@ SKILLS = textwrap.dedent("""
       - id: compute_generic
         title: compute, any
         bottleneck: compute
-        methods: [m_vec, m_tile]
+        methods: [m_vec, m_tile, m_tc]
         priority: 50
         rationale: r
       - id: compute_tc
@@ -224,10 +224,16 @@ def test_vetoes_by_tag_and_id_and_requires(kb) -> None:
 
 
 def test_requires_false_removes_the_method(kb) -> None:
-    # compute_tc is chosen only when tc holds, so use the generic compute case and a KB method list
-    # check: m_tc never appears where tc is false.
+    # compute_generic lists m_tc, which requires tc: without tensor-core work it is forbidden by `requires`,
+    # and only by it (no veto names m_tc); with tc true the same method is permitted by compute_tc.
     d = decide(kb, env(dram_throughput_pct=0, l2_throughput_pct=0, sm_throughput_pct=90), structure=1)
+    assert d.case.id == "compute_generic"
     assert "m_tc" not in [m.id for m in d.permitted]
+    assert [(f.id, f.by) for f in d.forbidden if f.id == "m_tc"] == [("m_tc", "requires")]
+    assert any(s.kind == "requires" and s.id == "m_tc" and s.value is False for s in d.trace)
+    d = decide(kb, env(dram_throughput_pct=0, l2_throughput_pct=0, sm_throughput_pct=90, tc_eligible=True),
+               structure=1)
+    assert d.case.id == "compute_tc" and "m_tc" in [m.id for m in d.permitted]
 
 
 def test_static_only_goes_to_the_fallback_and_says_why(kb) -> None:
