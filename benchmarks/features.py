@@ -15,6 +15,7 @@ import time
 from pathlib import Path
 
 import yaml
+from _stages import stage
 from rich.console import Console
 from rich.table import Table
 
@@ -35,7 +36,10 @@ def main(runs: int = 5, corpus: Path | None = None) -> int:
     cpu_times: list[float] = []
     right = {f: 0 for f in FEATURE_NAMES}
     extract("__global__ void warm(float* x) { x[0] = 1.0f; }", path="warm.cu")
-    for name in sorted(labels):
+    stage(f"extracting the features of {len(labels)} corpus kernels, {runs} times each")
+    for i, name in enumerate(sorted(labels), 1):
+        if i % 10 == 0 or i == len(labels):
+            stage(f"{i}/{len(labels)} kernels")
         text = (corpus / name).read_text()
         samples, cpu = [], []
         for _ in range(runs):

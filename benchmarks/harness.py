@@ -16,6 +16,8 @@ import time
 import uuid
 from pathlib import Path
 
+from _stages import stage
+
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent
 CASES = ROOT / "tests" / "harness_cases"
@@ -195,12 +197,15 @@ def main(argv: list[str] | None = None) -> int:
     cache = args.cache or str(tmp / "cache")
     results: dict = {}
     if "kb" not in skip:
+        stage("KernelBench agreement: timing the reference tasks against KernelBench's own timer")
         text, results["kernelbench"] = bench_kernelbench_agreement()
         print(text, flush=True)
     if "eval" not in skip:
+        stage(f"evaluation overhead: {min(args.eval_cases, len(EVAL_CASES))} cases x {args.repeats} repeats")
         text, results["eval"] = bench_eval(cache, args.repeats, EVAL_CASES[: args.eval_cases])
         print(text, flush=True)
     if "builds" not in skip:
+        stage(f"build times: load_inline, fast path, {args.parallel} parallel builds")
         text, results["builds"] = bench_builds(tmp, cache, args.parallel, args.quick)
         print(text, flush=True)
     if args.json:

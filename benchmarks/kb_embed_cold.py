@@ -4,7 +4,7 @@
 
 Each row starts fresh Python processes (``--runs`` of them) and reports the median and max wall time
 of the whole process (interpreter start, imports, model load, encode). The ``kb search`` row runs the
-real CLI against a KB built from tests/data/skills_small. Issue 5's goal for a cold ``kernelskill
+real CLI against a KB built from tests/data/skills_small. The goal for a cold ``kernelskill
 query`` is <= 2 s on this 2-core machine; torch + sentence-transformers alone cost several seconds.
 """
 
@@ -20,6 +20,7 @@ import tempfile
 import time
 from pathlib import Path
 
+from _stages import stage
 from rich.console import Console
 from rich.table import Table
 
@@ -56,6 +57,7 @@ def main(argv: list[str] | None = None) -> int:
     rows: list[tuple[str, list[float], str]] = []
     try:
         def encode_row(label: str, backend: str, same_text: bool) -> None:
+            stage(f"{label}: {args.runs} new processes")
             cache = str(work / f"cache-{backend}")
             walls, notes = [], ""
             if same_text:  # warm the cache once
@@ -67,12 +69,14 @@ def main(argv: list[str] | None = None) -> int:
                 notes = f"torch imported={out.split()[0]}, encoded={out.split()[1]}"
             rows.append((label, walls, notes))
 
+        stage(f"python + import kernelskill: {args.runs} new processes")
         base = [py, "-c", "import kernelskill"]
         rows.append(("python + import kernelskill", [_time(base, env)[0] for _ in range(args.runs)], "baseline"))
         encode_row("encode 1 query, numpy (cache miss)", "auto", False)
         encode_row("encode 1 query, cache hit", "auto", True)
         encode_row("encode 1 query, sentence-transformers", "torch", False)
         home = work / "home"
+        stage("kb init of the small skill set, then the cold kb search CLI")
         _time([*cli, "kb", "init", "--home", str(home), "--skills", str(SMALL)], env)
         walls = []
         for i in range(args.runs):

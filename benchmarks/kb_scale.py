@@ -28,6 +28,7 @@ import tempfile
 import time
 from pathlib import Path
 
+from _stages import stage
 from rich.console import Console
 from rich.table import Table
 
@@ -87,6 +88,7 @@ def prefill(emb: Embedder, texts: list[str], seed: int = 0) -> None:
 def run_size(n: int, queries: int, workdir: Path, store_only: bool = False) -> dict[str, float]:
     from kernelskill.kb.store import doc_embed_text
 
+    stage(f"N={n}: building {n} synthetic docs and cases")
     skills = synthetic(n)
     docs = len(skills.docs)
     cache = workdir / f"cache-{n}"
@@ -94,19 +96,23 @@ def run_size(n: int, queries: int, workdir: Path, store_only: bool = False) -> d
     if store_only:
         prefill(emb, [doc_embed_text(d) for d in skills.docs])
     store = KBStore.open(workdir / f"kb-{n}", embedder=emb)
+    stage(f"N={n}: first ingest ({docs} docs to encode unless cached, DuckDB + Chroma)")
     t = time.perf_counter()
     store.ingest(skills)
     first = time.perf_counter() - t
+    stage(f"N={n}: first ingest took {first:.1f} s; unchanged re-ingest")
     t = time.perf_counter()
     report = store.ingest(skills)
     noop = time.perf_counter() - t
     assert not report.changed
     emb2 = Embedder(None, cache_dir=cache)
     store2 = KBStore.open(workdir / f"kb2-{n}", embedder=emb2)
+    stage(f"N={n}: ingest into a second KB with the embeddings cached")
     t = time.perf_counter()
     store2.ingest(skills)
     warm = time.perf_counter() - t
     assert emb2.encoded == 0
+    stage(f"N={n}: {queries} searches, then numpy-encoder, filtered and SQL timings")
     rng = random.Random(1)
     texts = [" ".join(rng.choice(WORDS) for _ in range(8)) + f" q{i}" for i in range(queries + 5)]
     for q in texts[:5]:
@@ -162,7 +168,7 @@ def main(argv: list[str] | None = None) -> int:
             table.add_row(str(n), str(r["docs"]), str(r["cases"]), f"{r['first_s']:.1f}", "-" if args.store_only else f"{r['encode_dps']:.0f}",
                           f"{r['warm_s']:.1f}", f"{r['store_dps']:.0f}", f"{r['noop_s']:.2f}", f"{r['p50']:.1f}",
                           f"{r['p95']:.1f}", f"{r['numpy_p50']:.1f}", f"{r['filtered_p50']:.1f}", f"{r['cases_for_p50']:.2f}")
-            Console().print(f"N={n} done ({r['torch_encoded']} docs encoded by the torch bulk path)")
+            stage(f"N={n} done ({r['torch_encoded']} docs encoded by the torch bulk path)")
     finally:
         if args.keep is None:
             shutil.rmtree(workdir, ignore_errors=True)

@@ -37,6 +37,8 @@ ROOT = Path(__file__).resolve().parents[1]
 if __package__ in (None, ""):
     sys.path.insert(0, str(ROOT.parent))
 
+from _stages import stage  # noqa: E402
+
 from kernelskill.config import load_settings  # noqa: E402
 from kernelskill.kb.curate import bundled_skills_dir  # noqa: E402
 from kernelskill.kb.embed import Embedder  # noqa: E402
@@ -97,6 +99,7 @@ def run_size(n: int, rounds: int, work: Path, embedder: Embedder) -> dict:
     counts = store.counts()
     jobs = [(EX / e["kernel"], EX / e["task"], EX / e["profile"] if with_prof else None)
             for e in examples() for with_prof in (True, False)]
+    stage(f"size {n}: KB ready in {build_s:.1f} s; warm-up, then {rounds} rounds of {len(jobs)} queries")
     for kernel, task, prof in jobs:  # warm-up: imports, caches, query embeddings
         query(kernel, task=task, profile=prof, settings=settings, store=store)
     totals: list[float] = []
@@ -108,6 +111,7 @@ def run_size(n: int, rounds: int, work: Path, embedder: Embedder) -> dict:
             totals.append((time.perf_counter() - t) * 1000)
             for key, v in r.timings_ms.items():
                 phases.setdefault(key, []).append(v)
+    stage(f"size {n}: first-seen queries (memos cleared), then fresh-text searches")
     first: list[float] = []
     first_phases: dict[str, list[float]] = {}
     for _ in range(max(1, rounds // 4)):
@@ -146,6 +150,7 @@ def cold_cli(home: Path, runs: int) -> list[tuple[str, float, float]]:
     }
     out = []
     for label, args in variants.items():
+        stage(f"cold CLI: {label}, {runs} new processes")
         walls = []
         for _ in range(runs):
             t = time.perf_counter()
@@ -214,7 +219,7 @@ def main() -> None:
     con = Console(width=200)
     rows = []
     for n in [int(s) for s in args.sizes.split(",") if s]:
-        con.print(f"[dim]size {n}: building and measuring...[/]")
+        stage(f"size {n}: building the KB (bundled skills + {n} synthetic docs and cases) and measuring")
         rows.append(run_size(n, args.rounds, work, embedder))
     t = Table(title="kernelskill query, in process, warm process (ms)")
     for col in ("synthetic N", "cases", "docs", "build s", "queries", "repeat p50", "repeat p95",

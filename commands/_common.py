@@ -57,10 +57,39 @@ def emit(ctx: Ctx, data: Any, render: Callable[[Any], None] | None = None) -> No
         render(data)
 
 
+#: the width given to rich when stdout is not a terminal: wide enough that no table or line is wrapped or
+#: cropped (tables keep their natural width; nothing here expands to the console width)
+PIPE_WIDTH = 10_000
+
+
+def stdout_is_terminal() -> bool:
+    return sys.stdout.isatty()
+
+
 def console():
+    """The rich console of a command: the terminal's width on a terminal; otherwise whole lines (no
+    wrapping or cropping, so ids, names and reasons reach a pipe or a file in full)."""
     from rich.console import Console
 
-    return Console()
+    if stdout_is_terminal():
+        return Console()
+    return Console(width=PIPE_WIDTH, soft_wrap=True)
+
+
+def id_column(table: Any, header: str, values: list[str]) -> None:
+    """Add a column of ids (run ids, step ids) that rich never wraps or shortens, even on a narrow
+    terminal: the id is what the user types next."""
+    width = max([len(header), *(len(v) for v in values)])
+    table.add_column(header, no_wrap=True, min_width=width, overflow="fold")
+
+
+def shorten(text: str, limit: int) -> str:
+    """``text`` cut to at most ``limit`` characters at a word boundary, with an ellipsis when cut."""
+    text = " ".join(text.split())
+    if len(text) <= limit:
+        return text
+    cut = text[:limit - 1].rsplit(" ", 1)[0].rstrip(",;:")
+    return cut + "\u2026"
 
 
 def common_options(fn: Callable[..., Any]) -> Callable[..., Any]:

@@ -8,6 +8,7 @@ from typing import Any
 
 import click
 
+from kernelskill.commands._checks import FILE, check_task
 from kernelskill.commands._common import Ctx, common_options, console, emit
 
 
@@ -62,9 +63,11 @@ def _render(data: dict[str, Any]) -> None:
         table.add_row("speed of light", f"floor {sol['floor_ms']:.4g} ms ({sol['fraction_of_floor'] * 100:.0f}% of it)")
     took = "cached" if d.get("build_cached") else f"{d.get('build_seconds', 0):.1f} s"
     table.add_row("build", f"key {d.get('build_key', '-')}, {took}")
-    con.print(Panel(table, title=f"{Path(r.get('candidate', '')).name} on {Path(r.get('task', '')).name}"))
+    con.print(Panel(table, title=f"{Path(r.get('candidate', '')).name} on {Path(r.get('task', '')).name}",
+                    expand=False))
     if r.get("build_log"):
-        con.print(Panel(r["build_log"][-3000:], title="build log (trimmed)", style="yellow"))
+        con.print(Panel(r["build_log"][-3000:], title="build log (last 3000 characters)", style="yellow",
+                        expand=False))
     prof = data.get("profile")
     if prof:
         if not prof["ok"]:
@@ -79,13 +82,13 @@ def _render(data: dict[str, Any]) -> None:
             for label, _ in cols:
                 pt.add_column(label)
             for row in prof["rows"]:
-                pt.add_row(*[str(row.get(key, ""))[:60] for _, key in cols])
+                pt.add_row(*[str(row.get(key, "")) for _, key in cols])
             con.print(pt)
 
 
 @click.command("eval")
-@click.argument("task", type=click.Path(exists=True, dir_okay=False, path_type=Path))
-@click.argument("kernel", type=click.Path(exists=True, dir_okay=False, path_type=Path))
+@click.argument("task", type=FILE)
+@click.argument("kernel", type=FILE)
 @click.option("--profile", "with_profile", is_flag=True, help="Also profile one forward with ncu.")
 @click.option("--baseline", type=click.Choice(["eager", "compile"]), default="eager", show_default=True,
               help="Also time torch.compile of the reference (eager is always timed).")
@@ -97,13 +100,30 @@ def _render(data: dict[str, Any]) -> None:
 def eval_cmd(ctx: Ctx, task: Path, kernel: Path, with_profile: bool, baseline: str, trials: int | None,
              policy: str | None, timeout: float | None) -> None:
     """Evaluate KERNEL (a ModelNew candidate) against TASK (a KernelBench-format task)."""
-    from kernelskill.pipeline.harness import evaluate, profile
+    from kernelskill.commands._progress import Progress
+    from kernelskill.errors import KernelskillError
+    from kernelskill.pipeline.harness import EvalResult, build, profile, run_candidate
+    from kernelskill.pipeline.harness.loader import inspect_task
 
+    check_task(task, other=kernel)
+    inspect_task(task)  # the harness's own checks of the task, before any build
     cfg = eval_config(ctx, baseline, trials, policy, timeout)
-    result = evaluate(task, kernel, cfg)
-    data: dict[str, Any] = {"result": result.to_dict()}
-    if with_profile and result.status == "ok":
-        data["profile"] = profile(task, kernel, cfg).to_dict()
+    with Progress("eval") as progress:
+        # the stages of harness.evaluate, shown one by one: the build, then correctness and timing
+        with progress.stage(f"building {kernel.name}"):
+            try:
+                built = build(kernel, cfg)
+            except KernelskillError as exc:  # a candidate that does not parse is a compile error
+                built = None
+                result = EvalResult(status="compile_error", message=str(exc), task=str(task), candidate=str(kernel))
+        if built is not None:
+            with progress.stage(f"checking and timing {kernel.name} against {task.name} "
+                                f"({cfg.correctness_trials} correctness trials, {cfg.timing_trials} timing trials)"):
+                result = run_candidate(task, kernel, cfg, built=built)
+        data: dict[str, Any] = {"result": result.to_dict()}
+        if with_profile and result.status == "ok":
+            with progress.stage("profiling one forward with ncu"):
+                data["profile"] = profile(task, kernel, cfg).to_dict()
     emit(ctx, data, _render)
     if result.status != "ok":
         sys.exit(1)

@@ -8,9 +8,12 @@ from typing import Any
 
 import click
 
-from kernelskill.commands._common import Ctx, common_options, console, emit
+from kernelskill.commands._checks import FILE
+from kernelskill.commands._common import Ctx, common_options, console, emit, shorten
 
 log = logging.getLogger(__name__)
+
+KERNEL_SUFFIXES = (".py", ".cu", ".cuh")
 
 
 def feature_llm(ctx: Ctx) -> Any:
@@ -36,7 +39,7 @@ def _render(fs: Any) -> None:
     table.add_column("evidence")
     for name, value in fs.values.items():
         ev = fs.evidence.get(name, [])
-        text = "\n".join(escape(f"L{e.line} [{e.rule}] {e.text[:70]}") for e in ev[:3]) or "-"
+        text = "\n".join(escape(f"L{e.line} [{e.rule}] {shorten(e.text, 90)}") for e in ev[:3]) or "-"
         table.add_row(name, str(value), "yes" if fs.decided.get(name) else "no", text)
     out = console()
     out.print(table)
@@ -45,13 +48,24 @@ def _render(fs: Any) -> None:
 
 
 @click.command(name="features")
-@click.argument("file", type=click.Path(path_type=Path))
+@click.argument("file", type=FILE)
 @click.option("--no-llm", is_flag=True, default=False, help="Rules only: never call the LLM fallback.")
 @common_options
 def features(ctx: Ctx, file: Path, no_llm: bool) -> None:
     """Show the 18 static code features of FILE (.py with load_inline/Triton kernels, or .cu)."""
+    from kernelskill.errors import KernelskillError
     from kernelskill.feature_rules import FeatureCache, extract_file
 
+    if file.suffix not in KERNEL_SUFFIXES:
+        raise KernelskillError(f"{file}: not a kernel source (expected {', '.join(KERNEL_SUFFIXES)})")
+    rules_only = extract_file(file)  # what the rules see; refused like `query` refuses it, before any LLM call
+    if not (rules_only.kernels or rules_only.launches or any(m in file.read_text(encoding="utf-8")
+                                                             for m in ("__global__", "@triton.jit"))):
+        raise KernelskillError(f"{file}: no kernel found (no __global__ function, no load_inline source, "
+                               f"no Triton kernel, no library launch in forward)")
+    if no_llm:
+        emit(ctx, rules_only, _render)
+        return
     llm = None
     cache = None
     if not no_llm:

@@ -8,7 +8,8 @@ from typing import Any
 
 import click
 
-from kernelskill.commands._common import common_options, console, emit
+from kernelskill.commands._checks import check_choice
+from kernelskill.commands._common import common_options, console, emit, stdout_is_terminal
 
 TYPES = ["field", "predicate", "tier", "bottleneck", "case", "veto", "method", "doc"]
 
@@ -41,8 +42,20 @@ def _ingest_render(title: str):
         counts = ", ".join(f"{n} {k}" for k, n in r["counts"].items() if n)
         console().print(f"{title}: KB {state} ({r['content_hash'][:12]}) - {counts}; "
                         f"{r['upserted']} docs upserted, {r['deleted']} deleted, {r['encoded']} encoded, "
-                        f"{r['seconds']:.2f} s")
+                        f"{r['seconds']:.1f} s (ingest {r.get('ingest_seconds', r['seconds']):.2f} s)")
     return render
+
+
+def _ingest(name: str, stage: str, work: Any) -> dict[str, Any]:
+    """Run an ingest with a progress display; ``seconds`` in the report is the whole command's wall time
+    (reading, validating and linting the skills included), ``ingest_seconds`` the store's part of it."""
+    from kernelskill.commands._progress import Progress
+
+    with Progress(f"kb {name}") as progress:
+        with progress.stage(stage):
+            report = work()
+        wall = progress.elapsed
+    return report.model_dump() | {"ingest_seconds": report.seconds, "seconds": round(wall, 3)}
 
 
 _SKILLS_OPT = click.option(
@@ -60,8 +73,9 @@ def init_cmd(ctx, skills_dir: Path | None) -> None:
 
     settings = ctx.settings()
     store = KBStore.open(settings.kb_dir, embed_settings=settings.embed)
-    report = init_kb(settings, store=store, bundled=skills_dir)
-    emit(ctx, report.model_dump(), _ingest_render("init"))
+    data = _ingest("init", "reading, linting and indexing the skills (embedding new docs with MiniLM)",
+                   lambda: init_kb(settings, store=store, bundled=skills_dir))
+    emit(ctx, data, _ingest_render("init"))
 
 
 @kb.command("add")
@@ -73,8 +87,9 @@ def add_cmd(ctx, files: tuple[Path, ...], skills_dir: Path | None) -> None:
     from kernelskill.kb.curate import add_files
 
     store = _open(ctx, bundled=skills_dir)
-    report = add_files(ctx.settings(), list(files), store=store, bundled=skills_dir)
-    emit(ctx, report.model_dump(), _ingest_render("add"))
+    data = _ingest("add", f"validating, linting and ingesting {len(files)} file(s)",
+                   lambda: add_files(ctx.settings(), list(files), store=store, bundled=skills_dir))
+    emit(ctx, data, _ingest_render("add"))
 
 
 @kb.command("import")
@@ -86,8 +101,9 @@ def import_cmd(ctx, folder: Path, skills_dir: Path | None) -> None:
     from kernelskill.kb.curate import import_dir
 
     store = _open(ctx, bundled=skills_dir)
-    report = import_dir(ctx.settings(), folder, store=store, bundled=skills_dir)
-    emit(ctx, report.model_dump(), _ingest_render("import"))
+    data = _ingest("import", f"reading, linting and ingesting {folder}",
+                   lambda: import_dir(ctx.settings(), folder, store=store, bundled=skills_dir))
+    emit(ctx, data, _ingest_render("import"))
 
 
 @kb.command("export")
@@ -109,7 +125,9 @@ def export_cmd(ctx, folder: Path) -> None:
 @common_options
 def list_cmd(ctx, type_: str | None, bottleneck: str | None) -> None:
     """List KB objects."""
-    rows = _open(ctx, read_only=True).list_objects(type_, bottleneck)
+    store = _open(ctx, read_only=True)
+    check_choice("--bottleneck", bottleneck, [b.id for b in store.bottlenecks()])
+    rows = store.list_objects(type_, bottleneck)
 
     def render(items: list[dict[str, Any]]) -> None:
         from rich.table import Table
@@ -145,20 +163,33 @@ def show_cmd(ctx, obj_id: str) -> None:
 
         console().print(f"[bold]{d['type']}[/bold] {obj_id}  ({d['source']})")
         body = {k: v for k, v in d.items() if k not in ("type", "source")}
-        console().print(Syntax(yaml.safe_dump(body, sort_keys=False, allow_unicode=True), "yaml"))
+        text = yaml.safe_dump(body, sort_keys=False, allow_unicode=True, width=10_000)
+        if stdout_is_terminal():
+            console().print(Syntax(text, "yaml", word_wrap=True))
+        else:  # plain, whole lines for a pipe or a file
+            click.echo(text, nl=False)
 
     emit(ctx, data, render)
 
 
 @kb.command("search")
 @click.argument("text")
-@click.option("-k", "k", type=int, default=5, show_default=True, help="Number of hits.")
+@click.option("-k", "k", type=click.IntRange(1, 1000), default=5, show_default=True, help="Number of hits.")
 @click.option("--method", "methods", multiple=True, help="Only docs of these methods (repeatable).")
 @click.option("--bottleneck", default=None, help="Only docs tagged with this bottleneck (or untagged).")
 @common_options
 def search_cmd(ctx, text: str, k: int, methods: tuple[str, ...], bottleneck: str | None) -> None:
     """Vector search over the skill docs."""
-    hits = _open(ctx).search_docs(text, k=k, methods=list(methods) or None, bottleneck=bottleneck)
+    from kernelskill.errors import KernelskillError
+
+    if not text.strip():
+        raise KernelskillError("kb search: the search text is empty (e.g. kernelskill kb search \"strided writes\")")
+    store = _open(ctx)
+    check_choice("--bottleneck", bottleneck, [b.id for b in store.bottlenecks()])
+    known = [m.id for m in store.methods()]
+    for method in methods:
+        check_choice("--method", method, known)
+    hits = store.search_docs(text, k=k, methods=list(methods) or None, bottleneck=bottleneck)
 
     def render(items: list[Any]) -> None:
         from rich.table import Table

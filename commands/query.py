@@ -7,7 +7,8 @@ from typing import Any
 
 import click
 
-from kernelskill.commands._common import common_options, console, emit
+from kernelskill.commands._checks import FILE, check_context, check_task
+from kernelskill.commands._common import common_options, console, emit, shorten
 from kernelskill.errors import KernelskillError
 
 
@@ -45,10 +46,10 @@ def _live_profile(task: Path | None, kernel: Path, settings: Any) -> Any:
 
 
 @click.command("query")
-@click.argument("kernel", type=click.Path(path_type=Path, dir_okay=False))
-@click.option("--task", type=click.Path(path_type=Path, dir_okay=False), default=None,
+@click.argument("kernel", type=FILE)
+@click.option("--task", type=FILE, default=None,
               help="The KernelBench task the kernel implements (op summary, dtype).")
-@click.option("--profile", "profile_path", type=click.Path(path_type=Path, dir_okay=False), default=None,
+@click.option("--profile", "profile_path", type=FILE, default=None,
               help="ncu profile: CSV (--csv --page raw, base or human units) or .ncu-rep.")
 @click.option("--ncu", "run_ncu", is_flag=True, default=False,
               help="Profile now with the harness (needs a CUDA GPU, ncu and --task).")
@@ -66,17 +67,30 @@ def query(ctx, kernel: Path, task: Path | None, profile_path: Path | None, run_n
 
     if profile_path is not None and run_ncu:
         raise KernelskillError("give either --profile or --ncu, not both")
+    if task is not None:
+        check_task(task, option="--task")
     settings = ctx.settings()
-    from kernelskill.kb.store import CURRENT
+    from kernelskill.kb.store import CURRENT, KBStore
 
-    if not (settings.kb_dir / CURRENT).is_file():
+    context = _parse_context(context_items)
+    built = (settings.kb_dir / CURRENT).is_file()
+    if built and context:
+        context = check_context(context, KBStore.open(settings.kb_dir, read_only=True).fields())
+    if not built:
         click.echo(f"no knowledge base in {settings.kb_dir} yet: this query builds it from the bundled skills "
                    f"(once; embedding the skill docs takes a while on a small CPU)", err=True)
     prof: Any = profile_path
     if run_ncu:
         prof = _live_profile(task, kernel, settings)
-    result = run_query(kernel, task=task, profile=prof, settings=settings,
-                       context=_parse_context(context_items) or None, k=k)
+    if not built:
+        from kernelskill.commands._progress import Progress
+
+        with Progress("query") as progress, progress.stage("building the knowledge base"):
+            result = run_query(kernel, task=task, profile=prof, settings=settings, context=context or None, k=k)
+        if context:  # the KB exists now: its fields say which context keys are valid
+            check_context(context, KBStore.open(settings.kb_dir, read_only=True).fields())
+    else:
+        result = run_query(kernel, task=task, profile=prof, settings=settings, context=context or None, k=k)
     emit(ctx, result, lambda r: render(r, explain=explain))
 
 
@@ -119,13 +133,12 @@ def render(r: Any, *, explain: bool = False) -> None:
 
     if r.profile:
         p = r.profile
-        dom = p.dominant if len(p.dominant) <= 60 else p.dominant[:57] + "..."
-        t = Table(title=f"profile: {p.launches_per_forward} launches per forward, dominant {dom}",
+        t = Table(title=f"profile: {p.launches_per_forward} launches per forward, dominant {p.dominant}",
                   title_justify="left")
         for col in ("kernel", "launches", "time (us)", "share", "vendor", "in source"):
             t.add_column(col, justify="right" if col in ("launches", "time (us)", "share") else "left")
         for kern in p.kernels:
-            t.add_row(kern.base_name[:60], str(kern.launches),
+            t.add_row(kern.base_name, str(kern.launches),
                       f"{(kern.total_duration_ns or 0) / 1000:.1f}",
                       f"{kern.share_pct:.1f}%" if kern.share_pct is not None else "-",
                       "yes" if kern.vendor else "", "yes" if kern.in_source else "")
@@ -162,7 +175,7 @@ def render(r: Any, *, explain: bool = False) -> None:
         for m in r.permitted:
             ex = next((e for e in m.examples if e.endswith("after.py")), m.examples[0] if m.examples else "")
             guide = (m.guidance or (m.docs[0].text if m.docs else "")).strip().replace("\n", " ")
-            t.add_row(str(m.rank), f"{m.id}\n[dim]{m.name}[/]", guide[:160] + ("..." if len(guide) > 160 else ""),
+            t.add_row(str(m.rank), f"{m.id}\n[dim]{m.name}[/]", shorten(guide, 240),
                       _short(ex) + (f"\n[dim]{m.measured.summary()}[/]" if m.measured else ""))
         con.print(t)
     if r.forbidden:
@@ -171,7 +184,7 @@ def render(r: Any, *, explain: bool = False) -> None:
         t.add_column("by")
         t.add_column("reason")
         for f in r.forbidden:
-            t.add_row(f.id, f.veto or f.by, f.reason[:160])
+            t.add_row(f.id, f.veto or f.by, f.reason)
         con.print(t)
     for note in r.notes:
         con.print(f"[dim]note: {note}[/]")

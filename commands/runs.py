@@ -9,7 +9,7 @@ from typing import Any
 
 import click
 
-from kernelskill.commands._common import common_options, console, emit
+from kernelskill.commands._common import common_options, console, emit, id_column
 
 
 @click.group("runs")
@@ -34,7 +34,10 @@ def list_cmd(ctx) -> None:
     def render(items: list[dict[str, Any]]) -> None:
         from rich.table import Table
 
-        table = Table("run", "task", "status", "rounds", "best", "verified", "tokens", "cost")
+        table = Table()
+        id_column(table, "run", [s["id"] for s in items])
+        for name in ("task", "status", "rounds", "best", "verified", "tokens", "cost"):
+            table.add_column(name)
         for s in items:
             table.add_row(s["id"], s["task"], s["status"], str(s["rounds"]),
                           f"{s['best_speedup']:.3f}x" if s["best_speedup"] else "-",
@@ -122,7 +125,10 @@ def pending_cmd(ctx, run: str) -> None:
         if not items:
             console().print(f"run {r.id} ({r.status()}) waits for nothing")
             return
-        table = Table("id", "side", "role", "expects", "prompt / candidate")
+        table = Table()
+        id_column(table, "id", [p["id"] for p in items])
+        for name in ("side", "role", "expects", "prompt / candidate"):
+            table.add_column(name)
         table.columns[-1].overflow = "fold"
         for p in items:
             table.add_row(p["id"], p["side"], p.get("role") or "-", p.get("expects") or "-",
@@ -221,7 +227,10 @@ def resume_cmd(ctx, run: str | None, all_dir: Path | None, stop_before: tuple[st
         if not items:
             out.print(f"no runs in {all_dir}")
             return
-        table = Table("run", "status", "rounds", "best", "waits for / error")
+        table = Table()
+        id_column(table, "run", [row["run"] for row in items])
+        for name in ("status", "rounds", "best", "waits for / error"):
+            table.add_column(name)
         for row in items:
             table.add_row(row["run"], row["status"], str(row.get("rounds") or 0),
                           f"{row['best_speedup']:.3f}x" if row.get("best_speedup") else "-",

@@ -20,6 +20,7 @@ from typing import Any
 from kernelskill.kb.schema import Method
 
 from .result import DocRef, MeasuredExample, PermittedMethod
+from .search_cache import cached_search
 
 log = logging.getLogger(__name__)
 
@@ -104,20 +105,24 @@ def _search(kb: Any, text: str, wanted: list[str], k: int) -> list[Any]:
     256 unfiltered neighbours at 100k docs), so there one unfiltered search of the ``WIDE`` nearest docs
     serves the methods it reaches (a method's nearest docs among all docs are its nearest docs, so they
     are what the filtered search would return) and the filtered search runs only for the others."""
-    narrow = min(max(k * len(wanted), 8), 64)
-    try:
-        if _doc_count(kb) < WIDE_FROM_DOCS:
-            return kb.search_docs(text, k=narrow, methods=wanted)
-        wide = kb.search_docs(text, k=WIDE, methods=None)
-        found = [h for h in wide if h.method in wanted]
-        seen = {h.method for h in found}
-        missing = [m for m in wanted if m not in seen]
-        if missing and len(wide) >= WIDE:  # the KB is larger than one wide search: ask for the rest
-            found += kb.search_docs(text, k=min(max(k * len(missing), 4), 64), methods=missing)
-        return found
+    try:  # an answer already given for this question on this index comes from disk, without Chroma
+        return cached_search(kb, text, wanted, k, lambda: _search_index(kb, text, wanted, k))
     except Exception as exc:  # noqa: BLE001 - ranking is advisory: the rules already decided
         log.warning("vector search failed (%s); keeping the case order", exc)
         return []
+
+
+def _search_index(kb: Any, text: str, wanted: list[str], k: int) -> list[Any]:
+    narrow = min(max(k * len(wanted), 8), 64)
+    if _doc_count(kb) < WIDE_FROM_DOCS:
+        return kb.search_docs(text, k=narrow, methods=wanted)
+    wide = kb.search_docs(text, k=WIDE, methods=None)
+    found = [h for h in wide if h.method in wanted]
+    seen = {h.method for h in found}
+    missing = [m for m in wanted if m not in seen]
+    if missing and len(wide) >= WIDE:  # the KB is larger than one wide search: ask for the rest
+        found += kb.search_docs(text, k=min(max(k * len(missing), 4), 64), methods=missing)
+    return found
 
 
 def fused_score(case_rank: int, similarity_rank: int) -> float:
