@@ -86,7 +86,7 @@ class Decision:
     trace: list[TraceStep] = field(default_factory=list)
 
 
-class Evaluator:
+class PredicateEvaluator:
     """Evaluates named predicates once each (memoized) and records them in the trace."""
 
     def __init__(self, env: Mapping[str, Value], predicates: Mapping[str, Predicate],
@@ -215,7 +215,7 @@ def _bounds(t: Tier) -> str:
 
 
 # ----------------------------------------------------------------------------------- bottlenecks
-def rank_bottlenecks(ev: Evaluator, rules: Rules, trace: list[TraceStep]) -> list[BottleneckCandidate]:
+def rank_bottlenecks(ev: PredicateEvaluator, rules: Rules, trace: list[TraceStep]) -> list[BottleneckCandidate]:
     """All bottlenecks with their signature value and the priority rules that held, candidates first:
     forced ones (by priority), then those whose signature holds (by priority), then the rest."""
     out: list[BottleneckCandidate] = []
@@ -240,7 +240,7 @@ def _specificity(c: Case) -> int:
     return len(c.when) + len(c.unless) + (1 if c.tiers else 0) + (1 if c.structures else 0)
 
 
-def _try_cases(ev: Evaluator, cases: list[Case], attempts: list[CaseAttempt],
+def _try_cases(ev: PredicateEvaluator, cases: list[Case], attempts: list[CaseAttempt],
                trace: list[TraceStep]) -> Case | None:
     """The best matching case: lowest priority, then most specific, then id. Cases are visited by
     (priority, id), so the search stops at the first priority above that of the first match."""
@@ -268,7 +268,7 @@ def _try_cases(ev: Evaluator, cases: list[Case], attempts: list[CaseAttempt],
     return min(matched, key=lambda c: (c.priority, -_specificity(c), c.id))
 
 
-def choose_case(ev: Evaluator, kb: KBReader, candidates: list[BottleneckCandidate], tier: str | None,
+def choose_case(ev: PredicateEvaluator, kb: KBReader, candidates: list[BottleneckCandidate], tier: str | None,
                 structure: int | None, trace: list[TraceStep]) -> tuple[Case | None, BottleneckCandidate | None,
                                                                         list[CaseAttempt], str]:
     attempts: list[CaseAttempt] = []
@@ -295,7 +295,7 @@ def choose_case(ev: Evaluator, kb: KBReader, candidates: list[BottleneckCandidat
 
 
 # ------------------------------------------------------------------------------- methods / vetoes
-def apply_vetoes(ev: Evaluator, rules: Rules, case: Case, methods: list[Method],
+def apply_vetoes(ev: PredicateEvaluator, rules: Rules, case: Case, methods: list[Method],
                  trace: list[TraceStep]) -> tuple[list[Method], list[ForbiddenMethod], list[VetoApplied]]:
     active: list[Veto] = []
     for v in rules.vetoes:
@@ -345,7 +345,7 @@ def decide(kb: KBReader, env: dict[str, Value], *, structure: int | None, rules:
     env = dict(env)
     derive(env, rules.fields, trace)
     tier = decide_tier(env, rules, trace, why_missing)
-    ev = Evaluator(env, rules.predicates, trace)
+    ev = PredicateEvaluator(env, rules.predicates, trace)
     candidates = rank_bottlenecks(ev, rules, trace)
     tier_arg = tier.id  # cases name tiers by id; None (unknown) admits only cases that list no tier
     chosen, cand, attempts, reason = choose_case(ev, kb, candidates, tier_arg, structure, trace)

@@ -14,7 +14,7 @@ log = logging.getLogger(__name__)
 
 
 # Seams -----------------------------------------------------------------------------------------
-class Evaluator(Protocol):
+class LoopEvaluator(Protocol):
     """The GPU side. Results are JSON dicts (EvalResult.to_dict(), ProfileResult.to_dict())."""
 
     def check(self) -> None: ...

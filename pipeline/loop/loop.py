@@ -12,7 +12,7 @@ run), ``gpu`` (evaluate and profile; the GPU side) and ``loop`` (decisions recor
 ``LoopOptions.stop_before`` ({"gpu"}, {"llm"}) makes the loop stop cleanly before the first
 unrecorded step of that side (:class:`Paused`), so the run folder can move to the other machine.
 
-The GPU and the knowledge base sit behind two small protocols, :class:`Evaluator` and
+The GPU and the knowledge base sit behind two small protocols, :class:`LoopEvaluator` and
 :class:`Retriever`; :class:`HarnessEvaluator` and :class:`KBRetriever` are the real ones.
 """
 
@@ -27,7 +27,7 @@ from pydantic import BaseModel, Field
 
 from kernelskill.config import LoopSettings
 from kernelskill.errors import KernelskillError
-from kernelskill.pipeline.loop.adapters import Evaluator, Retriever, eval_view, query_view
+from kernelskill.pipeline.loop.adapters import LoopEvaluator, Retriever, eval_view, query_view
 from kernelskill.pipeline.loop.agents import Agents, PlanDecision
 from kernelskill.pipeline.loop.llm import LLMClient
 from kernelskill.pipeline.loop.memory import HARNESS_FAILURE, Attempt, Memory, Repair, diff_summary
@@ -78,7 +78,7 @@ class LoopResult(BaseModel):
 
 
 class Loop:
-    def __init__(self, run: Run, llm: LLMClient, evaluator: Evaluator, retriever: Retriever,
+    def __init__(self, run: Run, llm: LLMClient, evaluator: LoopEvaluator, retriever: Retriever,
                  options: LoopOptions | None = None, *, gpu: dict[str, Any] | None = None,
                  on_progress: Callable[[dict[str, Any]], None] | None = None) -> None:
         llm.log = run.log  # one log object per run: one sequence, one index
