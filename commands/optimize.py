@@ -133,6 +133,26 @@ def make_evaluator(settings: Any, spec: str | None, stop_before: list[str]) -> A
     return evaluator
 
 
+def gpu_stops(evaluator: Any, stops: list[str]) -> tuple[list[str], str | None]:
+    """The stops of a command that advances a run, and why it cannot take GPU steps here (or None).
+
+    Every such command behaves alike: without a usable GPU (no CUDA device visible) the run goes on with
+    its LLM steps up to its next GPU step and pauses before it (exit code 3, the message names the
+    commands that continue it), as ``--stop-before gpu`` would."""
+    if "gpu" in stops:
+        return stops, None
+    try:
+        evaluator.check()
+    except KernelskillError as exc:
+        return sorted({*stops, "gpu"}), str(exc)
+    return stops, None
+
+
+def say_no_gpu(reason: str | None) -> None:
+    if reason:
+        click.echo(f"{reason}: the run goes on up to its next GPU step and pauses there (exit code 3)", err=True)
+
+
 def make_retriever(settings: Any, spec: str | None) -> Any:
     from kernelskill.pipeline.loop import KBRetriever
 
@@ -255,7 +275,9 @@ def optimize(ctx, task: Path | None, rounds: int | None, model: str | None, base
     store = RunStore(settings.runs_dir)
     stops = sorted(set(stop_before))
 
-    # every check before any work starts: task, key, endpoint, GPU
+    # every check before any work starts: task, key, endpoint, GPU (without one: pause before GPU steps)
+    evaluator = make_evaluator(settings, evaluator_spec, ["gpu"])
+    stops, no_gpu = gpu_stops(evaluator, stops)
     run = None
     if resume:
         run = store.open(resume)
@@ -268,7 +290,6 @@ def optimize(ctx, task: Path | None, rounds: int | None, model: str | None, base
                                             candidate_format=candidate_format, knowledge=knowledge,
                                             stop_before=stops)
     llm = make_llm(settings, stops)
-    evaluator = make_evaluator(settings, evaluator_spec, stops)
     retriever = make_retriever(settings, retriever_spec)
 
     if run is None:
@@ -276,4 +297,5 @@ def optimize(ctx, task: Path | None, rounds: int | None, model: str | None, base
         run = store.create(task, {"model": settings.llm.model, "provider": settings.llm.provider,
                                   "options": options.model_dump(exclude={"stop_before"}), "arch": settings.arch,
                                   "harness": settings.harness.model_dump()})
+    say_no_gpu(no_gpu)
     report_result(ctx, run, execute(ctx, run, llm, evaluator, retriever, options, settings))

@@ -253,21 +253,17 @@ def resume_one(ctx, run: str, stop_before: list[str], rounds: int | None = None,
     """Continue run ``run`` until it finishes or needs the other side (without a visible GPU it stops
     before the GPU steps); returns the run and the loop's result."""
     from kernelskill.commands import optimize as opt
-    from kernelskill.errors import KernelskillError
 
     settings = ctx.settings(**opt.llm_overrides(model, base_url, provider))
     stops = sorted(set(stop_before))
     r = _store(ctx).open(run)
     evaluator = opt.make_evaluator(settings, evaluator_spec, ["gpu"])
-    if "gpu" not in stops:
-        try:
-            evaluator.check()
-        except KernelskillError as exc:  # this machine is the LLM side: go on up to the GPU step
-            logging.getLogger(__name__).warning("stopping before GPU steps: %s", exc)
-            stops = sorted({*stops, "gpu"})
+    stops, no_gpu = opt.gpu_stops(evaluator, stops)  # this machine is the LLM side: go on up to the GPU step
     options = opt.resumed_options(r, settings, stops, rounds, None, provider)
     llm = opt.make_llm(settings, stops)
     retriever = opt.make_retriever(settings, retriever_spec)
+    if display:
+        opt.say_no_gpu(no_gpu)
     return r, opt.execute(ctx, r, llm, evaluator, retriever, options, settings, display=display)
 
 

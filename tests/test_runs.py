@@ -130,16 +130,21 @@ def test_bad_input_is_one_line_before_any_work(tmp_path: Path, free_port: int) -
     assert not (tmp_path / "home" / "runs").exists()
 
 
-def test_no_cuda_device_is_one_line(tmp_path: Path) -> None:
+def test_without_cuda_optimize_pauses_before_the_gpu_step(tmp_path: Path) -> None:
     import torch
+
+    from tests.test_loop_helpers import fenced, kernel
 
     if torch.cuda.is_available():
         pytest.skip("this machine has a GPU")
-    with ScriptedOpenAI() as server:
-        result = _optimize(tmp_path, _task(tmp_path), server.base_url, plugins=False)
-        assert server.model_list_calls == 1 and server.requests == []
-    assert result.exit_code == 2 and "no CUDA device" in result.output and result.output.count("\n") == 1
-    assert not (tmp_path / "home" / "runs").exists()
+    with ScriptedOpenAI({"r00.generate.1": [fenced(kernel("speedup=1.2", "seed"))]}) as server:
+        result = _optimize(tmp_path, _task(tmp_path), server.base_url, "--retriever",
+                           f"{HELPERS}:StandInRetriever", plugins=False)  # the real harness evaluator
+        assert server.steps() == ["r00.generate.1"]  # the LLM step ran, the GPU step did not
+    assert result.exit_code == 3, result.output
+    assert "no CUDA device is visible" in result.output and "pauses there" in result.output
+    run_id = next((tmp_path / "home" / "runs").iterdir()).name
+    assert f"run {run_id} waits for GPU step r00.eval" in result.output
 
 
 def test_a_run_is_used_by_one_process_at_a_time(tmp_path: Path) -> None:

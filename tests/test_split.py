@@ -349,5 +349,14 @@ def test_resume_all_without_a_gpu_stops_every_run_before_its_gpu_step(tmp_path: 
         "r00.eval", "r00.eval"]
     one_file = ks("runs", "export", *ids, "-o", str(tmp_path / "x.tar.gz"), "--home", str(home))
     assert one_file.exit_code == 2 and "several runs need a folder" in one_file.output
-    strict = ks("optimize", str(task_file), "--llm", "exchange", "--home", str(home))  # a new run stays strict
-    assert strict.exit_code == 2 and "no CUDA device" in strict.output
+    # optimize behaves as runs resume does: a new run and a resumed one go on up to the GPU step and pause there
+    stand_in = ["--retriever", f"{HELPERS}:StandInRetriever"]
+    fresh = ks("optimize", str(task_file), "--llm", "exchange", "--home", str(home), *stand_in)
+    assert fresh.exit_code == 3 and "no CUDA device" in fresh.output and "pauses there" in fresh.output, fresh.output
+    assert "waits for the generator answer of LLM step r00.generate.1" in fresh.output
+    resumed = ks("optimize", "--resume", ids[0], "--home", str(home), *stand_in)
+    assert resumed.exit_code == 3 and "no CUDA device" in resumed.output, resumed.output
+    assert f"run {ids[0]} waits for GPU step r00.eval" in resumed.output
+    assert f"kernelskill runs resume {ids[0]} --home {home}" in resumed.output
+    prompt = (runs_dir / ids[0] / "exchange" / "r00.generate.1.prompt.md").read_text()
+    assert f"then `kernelskill runs resume {ids[0]}`" in prompt  # the prompt file names the run

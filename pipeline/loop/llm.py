@@ -287,7 +287,7 @@ class LLMClient:
 
 # The exchange provider: a person or another agent answers through files -------------------------
 def prompt_markdown(role: str, step: str, messages: list[dict[str, str]], expects: dict[str, Any] | None,
-                    answer_command: str) -> str:
+                    answer_command: str, resume_command: str = "kernelskill runs resume RUN_ID") -> str:
     """A request as a person reads it: what to answer, in which shape, then the conversation."""
     expects = expects or {}
     lines = [f"# kernelskill asks the {role} (step `{step}`)", "",
@@ -297,7 +297,7 @@ def prompt_markdown(role: str, step: str, messages: list[dict[str, str]], expect
     if expects.get("method_in"):
         lines += ["Permitted methods: " + ", ".join(f"`{m}`" for m in expects["method_in"]), ""]
     lines += [f"Store the answer with `{answer_command}` (`-` reads stdin; add `--home H` when the run is not "
-              "under the default home), then `kernelskill runs resume`. It is checked like an API answer and "
+              f"under the default home), then `{resume_command}`. It is checked like an API answer and "
               "refused with the reason when it does not fit.", ""]
     for message in messages:
         lines += [f"## {message['role']}", "", str(message.get("content", "")).rstrip(), ""]
@@ -316,7 +316,8 @@ def exchange_provider(client: LLMClient, role: str, messages: list[dict[str, str
     scrub = client.log.scrub if client.log is not None else (lambda v: v)
     request = Request(id=step, kind="llm", role=role, expects=expects,
                       payload=scrub({"round": client.pending_round, "messages": messages}))
-    exchange.post(request, prompt=scrub(prompt_markdown(role, step, messages, expects, command)))
+    exchange.post(request, prompt=scrub(prompt_markdown(role, step, messages, expects, command,
+                                                        f"kernelskill runs resume {run_id}")))
     raise Paused(step, "llm", {"type": "llm", "step": step, "role": role,
                                "prompt": f"exchange/{step}.prompt.md", "request": f"exchange/{step}.request.json",
                                "expects": expects.get("kind", "text")})

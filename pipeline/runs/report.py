@@ -23,7 +23,8 @@ def summary(run: Run) -> dict[str, Any]:
     accepted = [a["speedup"] for a in attempts if a.get("accepted") and a.get("speedup")]
     return {
         "id": run.id, "task": manifest.get("task_name", TASK), "created": manifest.get("created"),
-        "model": manifest.get("model"), "answered_by": answered_by(llm, manifest.get("model")),
+        "model": manifest.get("model"),
+        "answered_by": answered_by(llm, manifest.get("model"), manifest.get("provider")),
         "status": run.status(),
         "rounds": max((a["round"] for a in attempts), default=0),
         "attempts": len(attempts), "evals": sum(1 for e in events if e["type"] == "eval"),
@@ -42,16 +43,17 @@ def spend(llm_calls: list[dict[str, Any]]) -> dict[str, Any]:
             "cost_usd": round(sum(d.get("cost_usd", 0.0) for d in llm_calls), 6)}
 
 
-def answered_by(llm_calls: list[dict[str, Any]], default: str | None) -> str:
+def answered_by(llm_calls: list[dict[str, Any]], default: str | None, provider: str | None = None) -> str:
     """Who answered the run's LLM steps: the models that were asked and, for answers that came through
-    the exchange, who wrote them (``"scripted agent (exchange)"``). Before any call: the configured model."""
+    the exchange, who wrote them (``"scripted agent (exchange)"``). Before any call: the configured model,
+    or for a run answered through files (``provider`` exchange) that no answer has come yet."""
     seen: dict[str, int] = {}
     for call in llm_calls:
         who = (f"{call.get('answered_by') or 'unknown'} (exchange)" if call.get("provider") == "exchange"
                else f"{call.get('model') or default} ({call.get('provider') or 'openai'})")
         seen[who] = seen.get(who, 0) + 1
     if not seen:
-        return f"{default} (no call yet)"
+        return "no answer yet (exchange)" if provider == "exchange" else f"{default} (no call yet)"
     return ", ".join(f"{who} x{n}" if len(seen) > 1 else who for who, n in seen.items())
 
 
