@@ -60,13 +60,15 @@ class EmbedSettings(_Section):
 
 
 class HarnessSettings(_Section):
+    protocol: str = "strict"  # a preset (strict | kernelbench) or a protocol file: tolerances, policies, shapes
     correctness_trials: int = 5
-    timing_trials: int = 100
+    timing_trials: int = 100  # the most timed calls per function (timing_budget_s may stop earlier)
+    timing_budget_s: float = 2.0
     warmup: int = 3
     build_timeout_s: float = 300.0
-    run_timeout_s: float = 120.0
-    library_policy: str = "forbid"  # forbid | allow_gemm_conv
-    atol: float | None = None  # one tolerance for every dtype; None = KernelBench's per-dtype defaults
+    run_timeout_s: float = 180.0
+    library_policy: str | None = None  # None = the protocol's; forbid | allow_gemm_conv overrides it
+    atol: float | None = None  # one tolerance for every dtype; None = the protocol's per-dtype tolerances
     rtol: float | None = None
     build_jobs: int = 0  # 0 = auto
 

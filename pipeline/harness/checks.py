@@ -82,8 +82,13 @@ class OpRecorder(TorchDispatchMode):
         return out
 
 
-def judge_ops(reference: OpRecord, candidate: OpRecord, *, policy: str, task_is_fp32: bool) -> tuple[str, str] | None:
-    """(check, message) when the candidate's torch ops break the rules, else None."""
+def judge_ops(reference: OpRecord, candidate: OpRecord, *, policy: str, task_is_fp32: bool,
+              torch_ops: str = "reject", warnings: list[str] | None = None) -> tuple[str, str] | None:
+    """(check, message) when the candidate's torch ops break the rules, else None.
+
+    ``torch_ops="warn"`` (the kernelbench protocol) turns "torch computes the whole op" into a line
+    appended to ``warnings``, as KernelBench's static checker does; the other checks still reject.
+    """
     cand = candidate.compute_ops
     ref = reference.compute_ops
     library = sorted(k for k in cand if k in LIBRARY)
@@ -98,8 +103,12 @@ def judge_ops(reference: OpRecord, candidate: OpRecord, *, policy: str, task_is_
         else:
             covered = bool(ref_rest) and all(cand_rest[k] >= v for k, v in ref_rest.items())
         if covered:
-            return "torch_compute", ("candidate computes the whole op with torch ops ("
-                                     f"{', '.join(sorted(cand))}) instead of its own kernel")
+            message = (f"candidate computes the whole op with torch ops ({', '.join(sorted(cand))}) "
+                       "instead of its own kernel")
+            if torch_ops != "warn":
+                return "torch_compute", message
+            if warnings is not None:
+                warnings.append(f"torch_compute: {message}")
     if task_is_fp32 and candidate.low_precision_ops and not reference.low_precision_ops:
         ops = ", ".join(sorted(candidate.low_precision_ops))
         return "precision_downcast", f"candidate produces fp16/bf16/fp8 tensors inside a fp32 task ({ops})"

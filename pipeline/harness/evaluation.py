@@ -29,8 +29,8 @@ import torch
 from . import timing  # binds the timing functions before any candidate is imported
 from .checks import OpRecorder, Tamper, aliases_inputs, judge_ops, output_problems
 from .compare import compare_outputs, flatten_outputs, max_normalized_error
-from .gpu_facts import gpu_facts
 from .failures import Stage, classify_exception
+from .gpu_facts import gpu_facts
 from .results import EvalConfig
 from .shapes import ShapePlan, shape_plans
 
@@ -173,8 +173,7 @@ class Evaluation:
         self.task = load_task(self.req["task"])
         init = _to_device(list(self.task.get_init_inputs()), self.device)
         self.stage("build_reference")
-        torch.manual_seed(cfg.seed)
-        ref_model = self.task.Model(*copy.deepcopy(init)).to(self.device)
+        ref_model = self.construct(self.task.Model, init)
 
         self.stage("reference_forward")
         x0 = self.fresh_inputs(cfg.seed)
@@ -213,11 +212,8 @@ class Evaluation:
             self.cheat(*found, when="after import")
 
         self.stage("construct_candidate")
-        torch.manual_seed(cfg.seed)
         try:
-            cand_model = model_cls(*copy.deepcopy(init))
-            if isinstance(cand_model, torch.nn.Module):
-                cand_model = cand_model.to(self.device)
+            cand_model = self.construct(model_cls, init)
         except BaseException as exc:  # noqa: BLE001
             status, message, sticky, build_log = classify_exception(exc)
             self.sticky = sticky
@@ -352,27 +348,69 @@ class Evaluation:
         return result
 
     # --- second shape set ----------------------------------------------------------------------
-    def has_alt(self) -> bool:
-        if hasattr(self.task, "get_inputs_alt"):
-            self.alt_description = "get_inputs_alt()"
-            return True
-        batch = getattr(self.task, "batch_size", None)
-        if isinstance(batch, int) and batch >= 2:
-            new = max(1, int(batch * self.config.alt_batch_scale))
-            if new != batch:
-                self.alt_description = f"batch_size {batch} -> {new}"
-                return True
-        return False
+    def alt_shape_check(self, model_cls: Any, ref_model: Any, cand_model: Any, init: list[Any],
+                        orig_bytes: int) -> None:
+        """Run reference and candidate on a second shape set; a candidate that fails there is rejected.
 
-    def alt_get_inputs(self) -> list[Any]:
+        ``get_inputs_alt()`` when the task has one (same models); else the plans of :func:`shape_plans`
+        (every module-level size varied, both models rebuilt from the varied ``get_init_inputs()``),
+        the first one the reference accepts within the original input bytes.
+        """
+        cfg = self.config
         if hasattr(self.task, "get_inputs_alt"):
-            return list(self.task.get_inputs_alt())
-        batch = self.task.batch_size
-        self.task.batch_size = max(1, int(batch * self.config.alt_batch_scale))
-        try:
-            return list(self.task.get_inputs())
-        finally:
-            self.task.batch_size = batch
+            plans = [ShapePlan("get_inputs_alt()", {}, rebuild=False)]
+        else:
+            plans = shape_plans(self.task, cfg.shapes, cfg.alt_batch_scale)
+        tried: list[str] = []
+        for plan in plans:
+            with plan.applied(self.task):
+                try:
+                    ref_m, alt_init = ref_model, init
+                    if plan.rebuild:
+                        with self.on_device():
+                            alt_init = _to_device(list(self.task.get_init_inputs()), self.device)
+                        ref_m = self.construct(self.task.Model, alt_init)
+                    xs = self.fresh_inputs(cfg.seed + 77, alt=not plan.sizes and not plan.rebuild)
+                    if timing.tensor_bytes(xs) > orig_bytes:
+                        tried.append(f"{plan.description}: more input bytes than the original")
+                        continue
+                    ref_a = ref_m(*_clone(xs))
+                    self.sync()
+                except Exception as exc:  # noqa: BLE001 - the reference does not take this set: next plan
+                    tried.append(f"{plan.description}: the reference fails ({type(exc).__name__})")
+                    continue
+                cand_m = cand_model
+                if plan.rebuild:
+                    try:
+                        cand_m = self.construct(model_cls, alt_init)
+                    except BaseException as exc:  # noqa: BLE001
+                        status, message, sticky, build_log = classify_exception(exc)
+                        self.sticky = self.sticky or sticky
+                        raise _Stop({"status": status, "correct": False, "build_log": build_log,
+                                     "message": f"{message} (constructing ModelNew for the second shape set: "
+                                                f"{plan.description})",
+                                     "details": {"failed_on": "alt_shapes"}}) from exc
+                self.poison([o.numel() * o.element_size() for o in flatten_outputs(ref_a)
+                             if isinstance(o, torch.Tensor)])
+                cand_a = self.call(cand_m, _clone(xs), f"the second shape set ({plan.description})")
+                cmp = compare_outputs(ref_a, cand_a, cfg)
+                if not cmp.ok:
+                    raise _Stop({"status": cmp.status, "correct": False,
+                                 "message": f"second shape set ({plan.description}): {cmp.message}",
+                                 "details": cmp.details | {"failed_on": "alt_shapes", "alt_sizes": plan.sizes}})
+                self.details["alt_shapes"] = plan.description
+                if tried:
+                    self.details["alt_shapes_tried"] = tried
+                return
+        self.details["alt_shapes"] = ("skipped: " + ("; ".join(tried) if tried else
+                                                     "the task defines no module-level size to vary"))
+
+    def construct(self, cls: Any, init: list[Any]) -> Any:
+        """A model built the same way for reference and candidate: seed first, parameters on the GPU."""
+        torch.manual_seed(self.config.seed)
+        with self.on_device():
+            model = cls(*copy.deepcopy(init))
+        return model.to(self.device) if isinstance(model, torch.nn.Module) else model
 
     # --- precision -----------------------------------------------------------------------------
     def precision_check(self, ref_model: Any, inputs: list[Any], ref_out: Any, cand_out: Any) -> None:
@@ -389,13 +427,24 @@ class Evaluation:
         e_cand = max_normalized_error(out64, cand_out)
         self.details["fp64_error"] = {"reference": e_ref, "candidate": e_cand}
         del m64, x64, out64
-        if e_cand > max(32 * e_ref, 2e-5):
+        if e_cand > max(32 * e_ref, 2e-5) and self.config.allow_tf32:
+            self.details.setdefault("warnings", []).append(
+                f"candidate error against float64 is {e_cand:.3g} (reference {e_ref:.3g}): reduced precision, "
+                f"accepted by protocol {self.config.protocol!r}")
+        elif e_cand > max(32 * e_ref, 2e-5):
             self.cheat("precision_downcast", f"candidate error against a float64 reference is {e_cand:.3g}, "
                        f"the fp32 reference's is {e_ref:.3g}: the candidate computes in lower precision "
                        "(fp16/bf16/tf32) inside a fp32 task")
 
     # --- timing --------------------------------------------------------------------------------
     def time_models(self, ref_model: Any, cand_model: Any, inputs: list[Any]) -> dict[str, Any]:
+        """Interleaved timing under PyTorch's default backend settings (cuDNN TF32 on, as shipped).
+
+        When the reference runs a cuDNN convolution, the eager reference is also timed with TF32 off
+        (IEEE fp32); both are reported when they differ by more than 5 %. Each function gets
+        ``timing_trials`` calls at most, ``min_timing_trials`` at least, and stops once its calls have
+        used ``timing_budget_s``.
+        """
         cfg = self.config
         in_bytes = timing.tensor_bytes(inputs)
         budget = (torch.cuda.mem_get_info(self.device)[0] * 0.25) if self.cuda else 4 * 2**30
@@ -403,6 +452,17 @@ class Evaluation:
         sets = {"reference": [_clone(inputs) for _ in range(n_rot)],
                 "candidate": [_clone(inputs) for _ in range(n_rot)]}
         fns: dict[str, Any] = {"reference": lambda xs: ref_model(*xs), "candidate": lambda xs: cand_model(*xs)}
+        ref_ops = self.details.get("reference_ops") or {}
+        if self.cuda and any("conv" in op for op in ref_ops):
+            def ieee(xs: Sequence[Any]) -> Any:
+                torch.backends.cudnn.allow_tf32 = False
+                try:
+                    return ref_model(*xs)
+                finally:
+                    torch.backends.cudnn.allow_tf32 = PYTORCH_DEFAULTS["cudnn_tf32"]
+
+            fns["reference_ieee"] = ieee
+            sets["reference_ieee"] = sets["reference"]
         compile_note = None
         if cfg.baseline == "compile":
             try:
@@ -413,11 +473,15 @@ class Evaluation:
                 compile_note = f"torch.compile failed: {exc}"
         flusher = timing.L2Flusher(self.device, cfg.l2_flush_mb) if self.cuda else None
         try:
-            if self.cuda:
-                samples = timing.time_interleaved(fns, sets, trials=cfg.timing_trials, warmup=cfg.warmup,
-                                                  flusher=flusher)  # type: ignore[arg-type]
-            else:
-                samples = _time_cpu(fns, sets, cfg.timing_trials, cfg.warmup)
+            with backend_flags(**PYTORCH_DEFAULTS):
+                if self.cuda:
+                    samples = timing.time_interleaved(fns, sets, trials=cfg.timing_trials, warmup=cfg.warmup,
+                                                      flusher=flusher,  # type: ignore[arg-type]
+                                                      budget_s=cfg.timing_budget_s,
+                                                      min_trials=cfg.min_timing_trials)
+                else:
+                    samples = _time_cpu(fns, sets, min(cfg.timing_trials, max(cfg.min_timing_trials, 20)),
+                                        cfg.warmup)
         except _Stop:
             raise
         except BaseException as exc:  # noqa: BLE001
@@ -432,7 +496,18 @@ class Evaluation:
             "speedup": ref["median_ms"] / cand["median_ms"] if cand["median_ms"] > 0 else None,
         }
         self.details["timing"] = {"candidate": cand, "reference": ref, "rotated_input_sets": n_rot,
-                                  "trials": cfg.timing_trials, "warmup": cfg.warmup}
+                                  "trials": int(cand["trials"]), "max_trials": cfg.timing_trials,
+                                  "budget_s": cfg.timing_budget_s, "warmup": cfg.warmup,
+                                  "backend_settings": "pytorch_default (cudnn tf32 on, matmul tf32 off)"}
+        if "reference_ieee" in samples:
+            ieee_s = samples["reference_ieee"].summary()
+            self.details["timing"]["reference_ieee"] = ieee_s
+            differs = abs(ieee_s["median_ms"] - ref["median_ms"]) > 0.05 * ref["median_ms"]
+            if differs:
+                out["baseline_ieee_ms"] = ieee_s["median_ms"]
+                self.details.setdefault("warnings", []).append(
+                    f"eager baseline {ref['median_ms']:.4g} ms under PyTorch's defaults (cuDNN TF32 on), "
+                    f"{ieee_s['median_ms']:.4g} ms with TF32 off: the speedup is against the default")
         if "compile" in samples:
             comp = samples["compile"].summary()
             out["compile_ms"] = comp["median_ms"]
@@ -455,15 +530,21 @@ class Evaluation:
         with torch.no_grad():
             outs = flatten_outputs(ref_model(*_clone(inputs)))
         out_bytes = timing.tensor_bytes(outs)
-        moved = in_bytes + max(0, out_bytes - L2_BYTES)
+        facts = gpu_facts(torch.cuda.get_device_name(self.device))
+        l2 = int(getattr(torch.cuda.get_device_properties(self.device), "L2_cache_size", 0) or L2_BYTES)
+        moved = in_bytes + max(0, out_bytes - l2)
         flops = timing.count_flops(lambda: ref_model(*_clone(inputs)))
         dtype = "float32" if self.details.get("task_dtype") == "fp32" else "bfloat16"
-        floor = timing.speed_of_light_ms(moved, flops, dtype)
+        bw = float(facts.get("copy_tb_s", timing.PEAK_BYTES_PER_S / 1e12)) * 1e12
+        peak = facts.get(f"{'fp32' if dtype == 'float32' else 'bf16'}_tflops")
+        floor = timing.speed_of_light_ms(moved, flops, dtype, bytes_per_s=bw,
+                                         flops_per_s=float(peak) * 1e12 if peak else None)
         self.details["speed_of_light"] = {"floor_ms": floor, "bytes": moved, "flops": flops,
+                                          "bytes_per_s": bw, "gpu": facts.get("name", "unknown"),
                                           "fraction_of_floor": floor / cand_ms if cand_ms > 0 else math.inf}
         if floor >= 0.01 and cand_ms < self.config.sol_fail_fraction * floor:
             self.cheat("speed_of_light", f"{cand_ms:.4g} ms is below half the speed-of-light floor "
-                       f"{floor:.4g} ms ({moved / 1e6:.1f} MB at 4.3 TB/s, {flops / 1e9:.1f} GFLOP)")
+                       f"{floor:.4g} ms ({moved / 1e6:.1f} MB at {bw / 1e12:.2g} TB/s, {flops / 1e9:.1f} GFLOP)")
 
 
 def _time_cpu(fns: dict[str, Any], sets: dict[str, list[Any]], trials: int, warmup: int) -> dict[str, Any]:

@@ -11,7 +11,7 @@ import json
 from dataclasses import dataclass, field
 from typing import Any
 
-from kernelskill.protocols import DEFAULT_TOLERANCES  # noqa: F401  (part of this module's interface)
+from kernelskill.protocols import DEFAULT_PROTOCOL, DEFAULT_TOLERANCES, Protocol, load_protocol
 
 OK = "ok"
 COMPILE_ERROR = "compile_error"
@@ -68,21 +68,32 @@ class _Record:
 
 @dataclass
 class EvalConfig(_Record):
-    """How to evaluate one candidate. Every field has a safe default."""
+    """How to evaluate one candidate. Every field has a safe default.
 
+    ``protocol`` names the contract (a preset of :mod:`kernelskill.protocols` or a protocol file); it
+    decides the tolerances, the library and torch-op policies, TF32 and the second shape set.
+    :meth:`from_protocol` fills the fields below from it; ``tolerances``/``atol``/``rtol`` override it.
+    """
+
+    protocol: str = DEFAULT_PROTOCOL
     correctness_trials: int = 5
-    timing_trials: int = 100
+    timing_trials: int = 100  # the most timed calls per function
+    min_timing_trials: int = 10  # the fewest, whatever the budget
+    timing_budget_s: float = 2.0  # timed calls stop when each function has used this much GPU time
     warmup: int = 3
     seed: int = 42
     tolerances: dict[str, list[float]] = field(default_factory=dict)  # dtype -> [atol, rtol] overrides
     atol: float | None = None  # forces one atol for every dtype
     rtol: float | None = None
     determinism_reruns: int = 3
-    alt_shapes: bool = True  # second shape set: task.get_inputs_alt() or batch_size scaled
+    alt_shapes: bool = True  # the second shape set (how it varies: ``shapes``)
+    shapes: str = "vary_all"  # vary_all | batch_only | none (from the protocol)
     alt_batch_scale: float = 0.5
     check_fp64: bool = True  # precision-downcast check against a float64 reference (fp32 tasks)
+    allow_tf32: bool = False  # from the protocol: TF32-level error inside a fp32 task is accepted
+    torch_ops: str = "reject"  # reject | warn: torch computing the whole op (from the protocol)
     baseline: str = "eager"  # eager | compile (torch.compile is timed as well)
-    library_policy: str = "forbid"  # forbid | allow_gemm_conv
+    library_policy: str = "forbid"  # forbid | allow_gemm_conv (from the protocol)
     time: bool = True  # time when correct
     build_timeout_s: float = 300.0
     run_timeout_s: float = 180.0
@@ -99,23 +110,22 @@ class EvalConfig(_Record):
     side_stream_factor: float = 0.5  # wall-minus-event gap above this share of the wall time => cheat
     keep_workdir: bool = False
 
+    @classmethod
+    def from_protocol(cls, protocol: str | Protocol | None = None, **overrides: Any) -> EvalConfig:
+        """A config whose policy fields come from a protocol (a preset name, a file, or a Protocol)."""
+        proto = protocol if isinstance(protocol, Protocol) else load_protocol(protocol)
+        fields = {"protocol": proto.name, "library_policy": proto.library_policy, "allow_tf32": proto.allow_tf32,
+                  "torch_ops": proto.torch_ops, "shapes": proto.shapes,
+                  "tolerances": {k: [float(v[0]), float(v[1])] for k, v in proto.tolerances.items()}}
+        return cls(**(fields | overrides))
+
     def tolerance(self, dtype: str) -> tuple[float, float]:
         atol, rtol = DEFAULT_TOLERANCES.get(dtype, DEFAULT_TOLERANCES["float32"])
         if dtype in self.tolerances:
             atol, rtol = self.tolerances[dtype]
+        elif "float32" in self.tolerances and dtype not in DEFAULT_TOLERANCES:
+            atol, rtol = self.tolerances["float32"]
         return (self.atol if self.atol is not None else atol, self.rtol if self.rtol is not None else rtol)
-
-
-@dataclass
-class Timing(_Record):
-    """Per-call times in milliseconds."""
-
-    median_ms: float
-    iqr_ms: float
-    mean_ms: float
-    min_ms: float
-    trials: int
-    wall_median_ms: float | None = None
 
 
 @dataclass
@@ -140,6 +150,7 @@ class EvalResult(_Record):
     candidate_iqr_ms: float | None = None
     baseline_iqr_ms: float | None = None
     compile_ms: float | None = None  # torch.compile baseline median (with --baseline compile)
+    protocol: str = ""  # the protocol the candidate was judged by
     message: str = ""
     build_log: str = ""
     details: dict[str, Any] = field(default_factory=dict)

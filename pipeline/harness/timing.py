@@ -20,7 +20,7 @@ _Event = torch.cuda.Event
 _sync = torch.cuda.synchronize
 _perf = time.perf_counter
 
-#: H200 ceilings (REFERENCE.md section 4); fp32 SIMT ~60 TFLOP/s
+#: H200 ceilings (measured copy bandwidth, fp32 SIMT ~60 TFLOP/s); gpus.json holds other GPUs
 PEAK_BYTES_PER_S = 4.3e12
 PEAK_FLOPS = {"float32": 60e12, "float16": 790e12, "bfloat16": 790e12, "float64": 60e12}
 
@@ -60,8 +60,14 @@ def time_interleaved(
     trials: int,
     warmup: int,
     flusher: L2Flusher,
+    budget_s: float | None = None,
+    min_trials: int = 10,
 ) -> dict[str, Samples]:
-    """Time each fn ``trials`` times, alternating the order every round, cycling through its inputs."""
+    """Time each fn up to ``trials`` times, alternating the order every round, cycling through its inputs.
+
+    With ``budget_s``, rounds stop once ``min_trials`` are done and the slowest function's timed calls
+    (wall clock) add up to the budget: a 50 ms forward gets ~40 calls, a 50 us one all ``trials``.
+    """
     names = list(fns)
     for name in names:  # warm-ups (and lazy JIT of Triton / torch.compile)
         for w in range(max(1, warmup)):
@@ -71,6 +77,9 @@ def time_interleaved(
     start_ev = _Event(enable_timing=True)
     end_ev = _Event(enable_timing=True)
     for i in range(trials):
+        if budget_s is not None and i >= min_trials and \
+                max(sum(s.wall_ms) for s in samples.values()) >= budget_s * 1e3:
+            break
         order = names if i % 2 == 0 else list(reversed(names))
         for name in order:
             inputs = input_sets[name][i % len(input_sets[name])]
@@ -124,10 +133,11 @@ def side_stream_suspect(cand: Samples, ref: Samples, factor: float) -> tuple[boo
     return suspect, info
 
 
-def speed_of_light_ms(bytes_moved: int, flops: float, dtype: str) -> float:
-    """Lower bound on a forward's time on the H200: max(bytes / 4.3 TB/s, FLOPs / peak)."""
-    t_mem = bytes_moved / PEAK_BYTES_PER_S
-    t_flop = flops / PEAK_FLOPS.get(dtype, PEAK_FLOPS["float32"]) if flops else 0.0
+def speed_of_light_ms(bytes_moved: int, flops: float, dtype: str, *, bytes_per_s: float | None = None,
+                      flops_per_s: float | None = None) -> float:
+    """Lower bound on a forward's time: max(bytes / copy bandwidth, FLOPs / peak); H200 figures by default."""
+    t_mem = bytes_moved / (bytes_per_s or PEAK_BYTES_PER_S)
+    t_flop = flops / (flops_per_s or PEAK_FLOPS.get(dtype, PEAK_FLOPS["float32"])) if flops else 0.0
     return max(t_mem, t_flop) * 1e3
 
 
