@@ -90,6 +90,15 @@ class LoopSettings(_Section):
     knowledge: Literal["kb", "none"] = "kb"
 
 
+class BenchSettings(_Section):
+    """``kernelskill bench``: how a suite's GPU steps and LLM requests are served."""
+
+    evaluator: str = "local"  # local (a worker per visible GPU) | ray (a Ray cluster) | MODULE:ATTR
+    ray_address: str | None = None  # None: the cluster of RAY_ADDRESS, else a local Ray instance
+    llm_concurrency: int = Field(default=8, ge=1)  # LLM requests in flight over the whole suite
+    max_active: int = Field(default=32, ge=1)  # runs walking at once
+
+
 class Settings(_Section):
     home: Path = Field(default_factory=lambda: Path("~/.kernelskill").expanduser())
     arch: str = "sm_90"
@@ -97,6 +106,7 @@ class Settings(_Section):
     embed: EmbedSettings = Field(default_factory=EmbedSettings)
     harness: HarnessSettings = Field(default_factory=HarnessSettings)
     loop: LoopSettings = Field(default_factory=LoopSettings)
+    bench: BenchSettings = Field(default_factory=BenchSettings)
 
     # Locations under the home folder ---------------------------------------------------------
     @property
@@ -137,7 +147,7 @@ def _read_toml(path: Path) -> dict[str, Any]:
 
 def _env_overrides(environ: dict[str, str]) -> dict[str, Any]:
     sections = {name for name, f in Settings.model_fields.items() if isinstance(f.default_factory, type)}
-    sections |= {"llm", "embed", "harness", "loop"}
+    sections |= {"llm", "embed", "harness", "loop", "bench"}
     out: dict[str, Any] = {}
     for key, value in environ.items():
         if not key.startswith(ENV_PREFIX) or not value:

@@ -4,8 +4,15 @@ Finds every run under DIR (DIR itself, or the run folders in it) that is paused 
 evaluates all of those steps with the real harness on this machine (every candidate built first, in
 parallel on the CPU, then run one at a time per GPU through :class:`~kernelskill.pipeline.harness.
 LocalEvaluator`), profiles the pending profile steps, and appends each result to its run's event log
-exactly as the loop would have (:func:`~kernelskill.pipeline.runs.run_gpu_step`). The planning side's
-``kernelskill runs resume`` then finds the steps recorded and goes on as if they had run there.
+exactly as the loop would have (:func:`~kernelskill.pipeline.runs.run_gpu_step`) the moment it is
+measured, never after the batch: a device call cut off half-way keeps every result measured before the
+cut. The planning side's ``kernelskill runs resume`` then finds the steps recorded and goes on as if they
+had run there.
+
+``--budget-s`` stops starting work that would end after the budget (the steps left stay pending for the
+next trip) and still exports; ``--export-to FILE.tar`` packs every run into ONE file (a bundle of run
+archives, ``kernelskill bench import`` / ``runs import`` take it back), ``--export-to FOLDER/`` writes one
+archive per run; ``--import`` takes either.
 
 Imports: the standard library, torch (through the harness) and the stdlib-only run store; never
 pydantic, click, rich, jinja2, duckdb or the knowledge base, none of which a GPU box needs.
@@ -16,10 +23,13 @@ from __future__ import annotations
 import argparse
 import contextlib
 import dataclasses
+import inspect
 import json
 import logging
 import sys
-from collections.abc import Iterable, Sequence
+import threading
+import time
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -28,6 +38,11 @@ from kernelskill.errors import KernelskillError
 from kernelskill.pipeline.runs import MANIFEST, Run, gpu_request, pending_request, run_gpu_step
 
 log = logging.getLogger(__name__)
+
+#: the row status of a step not started because the budget would have been exceeded (it stays pending)
+NOT_STARTED = "not started (budget)"
+#: how long one evaluation is assumed to take before the first one is measured (for --budget-s)
+EVAL_ESTIMATE_S = 30.0
 
 
 @dataclass
@@ -88,14 +103,38 @@ class HarnessGPU:
         names = {f.name for f in dataclasses.fields(EvalConfig)}
         return EvalConfig(**{k: v for k, v in values.items() if k in names})
 
-    def evaluate_many(self, steps: Sequence[PendingStep]) -> list[dict[str, Any]]:
-        from kernelskill.pipeline.harness import EvalJob, LocalEvaluator
+    def evaluate_many(self, steps: Sequence[PendingStep], *,
+                      on_result: Callable[[int, dict[str, Any] | None, BaseException | None], None] | None = None,
+                      deadline: float | None = None) -> list[dict[str, Any] | None]:
+        """Every step through the GPU pool (builds ahead on the CPU, a worker per GPU, each job through the
+        harness's ``LocalEvaluator``); ``on_result(i, result, error)`` is called the moment step ``i`` is
+        measured (``error`` is :class:`BudgetExceeded` for a step not started before ``deadline``, a
+        ``time.monotonic()`` value). Returns the results in order (None where there is none)."""
+        from kernelskill.pipeline.bench.gpu_pool import GPUJob, GPUPool, HarnessBackend
 
-        jobs = [EvalJob(task=str(s.run.path / s.request["task"]), candidate=str(s.run.path / s.request["candidate"]),
-                        config=self.config(s.run.path, s.request.get("seed")), tag=f"{s.run.id}:{s.request['step']}")
-                for s in steps]
-        results = LocalEvaluator(build_jobs=self.build_jobs).submit(jobs)
-        return [r.to_dict() for r in results]
+        out: list[dict[str, Any] | None] = [None] * len(steps)
+        backend = HarnessBackend(self.config)
+        with GPUPool(backend, build_jobs=self.build_jobs, deadline=deadline,
+                     estimates={"eval": EVAL_ESTIMATE_S}) as pool:
+            futures = []
+            for i, s in enumerate(steps):
+                job = GPUJob(kind="eval", task=s.run.path / s.request["task"],
+                             candidate=s.run.path / s.request["candidate"], run_dir=s.run.path,
+                             seed=s.request.get("seed"), tag=f"{s.run.id}:{s.request['step']}")
+                future = pool.submit(job)
+                future.add_done_callback(lambda f, i=i: self._done(i, f, out, on_result))
+                futures.append(future)
+            for future in futures:
+                future.exception()  # wait for every job (its callback has run by then)
+        return out
+
+    @staticmethod
+    def _done(i: int, future: Any, out: list[dict[str, Any] | None],
+              on_result: Callable[[int, dict[str, Any] | None, BaseException | None], None] | None) -> None:
+        error = future.exception()
+        out[i] = None if error is not None else future.result()
+        if on_result is not None:
+            on_result(i, out[i], error)
 
     def evaluate(self, task: Path, candidate: Path, *, seed: int | None = None) -> dict[str, Any]:
         from kernelskill.pipeline.harness import evaluate
@@ -147,17 +186,33 @@ def profile_ahead_request(run: Run, request: dict[str, Any], event: dict[str, An
     return None if run.log.find(profile["step"], "profile") is not None else profile
 
 
-def evaluate_pending(runs: Iterable[Run], evaluator: Any = None, *, profile_ahead: bool = False
-                     ) -> list[dict[str, Any]]:
+def _accepts(fn: Any, name: str) -> bool:
+    try:
+        return name in inspect.signature(fn).parameters
+    except (TypeError, ValueError):  # pragma: no cover - a builtin
+        return False
+
+
+def _past(deadline: float | None) -> bool:
+    return deadline is not None and time.monotonic() >= deadline
+
+
+def evaluate_pending(runs: Iterable[Run], evaluator: Any = None, *, profile_ahead: bool = False,
+                     deadline: float | None = None) -> list[dict[str, Any]]:
     """Evaluate and record the pending GPU step of every run; one row per step.
 
     ``evaluator`` offers ``evaluate(task, candidate, *, seed)`` and ``profile(task, candidate)``
-    (dicts, like the loop's seam); with ``evaluate_many(steps)`` too, all evaluations go as one batch.
-    ``profile_ahead`` also profiles each evaluated candidate that would become the parent
-    (:func:`profile_ahead_request`): the loop then finds its next GPU step recorded already.
-    A run held by another process is skipped; a step that fails to run is reported and stays pending."""
+    (dicts, like the loop's seam); with ``evaluate_many(steps)`` too, all evaluations go as one batch
+    (with ``evaluate_many(steps, *, on_result, deadline)``, each result is recorded the moment it is
+    measured; otherwise as soon as the batch returns). ``profile_ahead`` also profiles each evaluated
+    candidate that would become the parent (:func:`profile_ahead_request`): the loop then finds its next
+    GPU step recorded already. ``deadline`` (a ``time.monotonic()`` value): no step is started after it
+    (nor, in a batch, one that would end after it); those stay pending, with the row status ``not started
+    (budget)``. A run held by another process is skipped; a step that fails to run is reported and stays
+    pending."""
     evaluator = evaluator if evaluator is not None else HarnessGPU()
     rows: list[dict[str, Any]] = []
+    lock = threading.Lock()
     with contextlib.ExitStack() as stack:
         steps = []
         for step in pending_gpu_steps(runs):
@@ -168,32 +223,63 @@ def evaluate_pending(runs: Iterable[Run], evaluator: Any = None, *, profile_ahea
                 continue
             steps.append(step)
         evals = [s for s in steps if s.request["type"] == "eval"]
-        batch: list[dict[str, Any]] | None = None
-        if evals and hasattr(evaluator, "evaluate_many"):
-            try:
-                batch = evaluator.evaluate_many(evals)
-                log.info("evaluated %d pending candidates in one batch", len(evals))
-            except Exception as exc:  # noqa: BLE001 - the batch failed as a whole: one at a time instead
-                log.warning("the batch of %d evaluations failed (%s); evaluating one at a time", len(evals), exc)
-        measured = dict(zip((id(s) for s in evals), batch, strict=True)) if batch is not None else {}
+        handled: set[int] = set()
         ahead: list[PendingStep] = []
-        for step in evals + [s for s in steps if s.request["type"] != "eval"]:
+
+        def record(step: PendingStep, source: Any) -> None:
+            """Record one step now (the log is fsync'd per event): a kill loses nothing measured."""
             try:
-                source = _Measured(measured[id(step)]) if id(step) in measured else evaluator
                 event = run_gpu_step(step.run, step.request, source)
-                rows.append(_row(step, event))
+                row = _row(step, event)
                 follow = profile_ahead_request(step.run, step.request, event) if profile_ahead else None
-                if follow is not None:
-                    ahead.append(PendingStep(step.run, follow))
             except Exception as exc:  # noqa: BLE001 - one broken step never stops the others
                 log.warning("%s %s: %s", step.run.id, step.request["step"], exc)
-                rows.append(_row(step, None, error=f"error: {type(exc).__name__}: {exc}"))
+                row, follow = _row(step, None, error=f"error: {type(exc).__name__}: {exc}"), None
+            with lock:
+                rows.append(row)
+                if follow is not None:
+                    ahead.append(PendingStep(step.run, follow))
+
+        if evals and hasattr(evaluator, "evaluate_many"):
+            streaming = _accepts(evaluator.evaluate_many, "on_result")
+
+            def measured(i: int, result: dict[str, Any] | None, error: BaseException | None) -> None:
+                handled.add(id(evals[i]))
+                if error is not None:
+                    with lock:
+                        rows.append(_row(evals[i], None, error=NOT_STARTED if _budget(error) else
+                                         f"error: {type(error).__name__}: {error}"))
+                else:
+                    record(evals[i], _Measured(result or {}))
+
+            try:
+                if streaming:
+                    evaluator.evaluate_many(evals, on_result=measured, deadline=deadline)
+                else:
+                    batch = evaluator.evaluate_many(evals)
+                    for i, result in enumerate(batch):
+                        measured(i, result, None)
+                log.info("evaluated %d pending candidates in one batch", len(evals))
+            except Exception as exc:  # noqa: BLE001 - the batch failed as a whole: one at a time instead
+                log.warning("the batch of %d evaluations failed (%s); evaluating the rest one at a time",
+                            len(evals), exc)
+        for step in [s for s in evals if id(s) not in handled] + [s for s in steps if s.request["type"] != "eval"]:
+            if _past(deadline):
+                rows.append(_row(step, None, error=NOT_STARTED))
+                continue
+            record(step, evaluator)
         for step in ahead:
+            if _past(deadline):
+                break  # a profile ahead is optional: the loop asks for it again
             try:
                 rows.append(_row(step, run_gpu_step(step.run, step.request, evaluator)) | {"type": "profile ahead"})
             except Exception as exc:  # noqa: BLE001 - a profile ahead is optional: the loop asks again
                 log.warning("%s %s (ahead): %s", step.run.id, step.request["step"], exc)
     return rows
+
+
+def _budget(error: BaseException) -> bool:
+    return type(error).__name__ == "BudgetExceeded"
 
 
 def format_table(rows: Sequence[dict[str, Any]]) -> str:
@@ -224,35 +310,64 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--no-profile-ahead", action="store_true",
                         help="do not profile a candidate that would become the parent (saves ncu time, costs a trip)")
     parser.add_argument("--import", dest="archives", nargs="+", type=Path, default=[], metavar="ARCHIVE",
-                        help="unpack these run archives (kernelskill runs export) into DIR first")
-    parser.add_argument("--export-to", type=Path, default=None, metavar="FOLDER",
-                        help="afterwards write every run under DIR back as one archive each into FOLDER")
+                        help="unpack these run archives (kernelskill runs export) or bundles (kernelskill bench "
+                             "export, FILE.tar) into DIR first")
+    parser.add_argument("--export-to", type=Path, default=None, metavar="FILE.tar|FOLDER",
+                        help="afterwards (also when stopped by the budget) write every run under DIR back: into "
+                             "ONE file when it ends in .tar, else one archive per run into FOLDER")
+    parser.add_argument("--budget-s", type=float, default=None, metavar="S",
+                        help="start no evaluation that would end later than S seconds after the start; the "
+                             "steps left stay pending for the next trip")
     parser.add_argument("--json", action="store_true", help="print JSON rows instead of a table")
     parser.add_argument("-v", "--verbose", action="count", default=0)
     args = parser.parse_args(argv)
+    started = time.monotonic()
+    deadline = started + args.budget_s if args.budget_s else None
     logging.basicConfig(level=logging.WARNING - 10 * min(args.verbose, 2), stream=sys.stderr,
                         format="%(levelname)s %(name)s: %(message)s")
-    from kernelskill.pipeline.runs.portable import ARCHIVE_SUFFIX, export_run, import_run
+    from kernelskill.pipeline.runs.portable import (
+        ARCHIVE_SUFFIX,
+        BUNDLE_SUFFIX,
+        export_run,
+        export_runs,
+        import_run,
+        import_runs,
+        is_bundle,
+    )
 
+    rows: list[dict[str, Any]] = []
+    runs: list[Run] = []
     try:
         if args.archives and len(args.dirs) != 1:
             raise KernelskillError("--import needs exactly one DIR to unpack into")
         for archive in args.archives:
-            import_run(archive, args.dirs[0], replace=True, require=(MANIFEST,))
+            if is_bundle(archive):
+                import_runs(archive, args.dirs[0], replace=True, require=(MANIFEST,))
+            else:
+                import_run(archive, args.dirs[0], replace=True, require=(MANIFEST,))
         runs = [run for d in args.dirs for run in find_runs(d)]
         if args.dry_run:
             rows = [_row(s, None, error="pending") for s in pending_gpu_steps(runs)]
         else:
             gpu = HarnessGPU(allow_cpu=args.allow_cpu, build_jobs=args.build_jobs)
             gpu.check()
-            rows = evaluate_pending(runs, gpu, profile_ahead=not args.no_profile_ahead)
-        if args.export_to is not None:
-            args.export_to.mkdir(parents=True, exist_ok=True)
-            for run in runs:
-                export_run(run.path, args.export_to / f"{run.id}{ARCHIVE_SUFFIX}")
+            rows = evaluate_pending(runs, gpu, profile_ahead=not args.no_profile_ahead, deadline=deadline)
     except KernelskillError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return exc.exit_code
+    finally:  # what was measured travels back even when the evaluation stopped half-way
+        if args.export_to is not None and runs:
+            try:
+                if args.export_to.suffix == BUNDLE_SUFFIX:
+                    _, problems = export_runs([r.path for r in runs], args.export_to)
+                    for problem in problems:
+                        print(f"error: not exported: {problem}", file=sys.stderr)
+                else:
+                    args.export_to.mkdir(parents=True, exist_ok=True)
+                    for run in runs:
+                        export_run(run.path, args.export_to / f"{run.id}{ARCHIVE_SUFFIX}")
+            except KernelskillError as exc:
+                print(f"error: export: {exc}", file=sys.stderr)
     print(json.dumps(rows, indent=2) if args.json else format_table(rows))
     return 1 if any(str(r["status"]).startswith("error") for r in rows) else 0
 

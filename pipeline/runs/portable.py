@@ -224,3 +224,77 @@ def import_run(archive: Path, runs_dir: Path, *, replace: bool = False, require:
             shutil.rmtree(staging, ignore_errors=True)
     log.info("imported %s into %s", top, runs_dir)
     return dest
+
+
+# Several runs in ONE file -------------------------------------------------------------------------------
+BUNDLE_SUFFIX = ".tar"
+
+
+def export_runs(run_dirs: list[Path], bundle: Path) -> tuple[Path, list[str]]:
+    """Every run of ``run_dirs`` as one uncompressed tar of per-run archives (each made and checked by
+    :func:`export_run`), so one file carries a whole suite. A run that is not portable is left out and
+    named in the returned list of problems; the others still travel."""
+    bundle = Path(bundle)
+    problems: list[str] = []
+    tmp = bundle.with_name(bundle.name + ".part")
+    staging = bundle.with_name(f".{bundle.name}.runs")
+    try:
+        bundle.parent.mkdir(parents=True, exist_ok=True)
+        shutil.rmtree(staging, ignore_errors=True)
+        staging.mkdir()
+        with tarfile.open(tmp, "w") as tar:
+            for run_dir in run_dirs:
+                try:
+                    archive = export_run(Path(run_dir), staging / f"{Path(run_dir).name}{ARCHIVE_SUFFIX}")
+                except PortabilityError as exc:
+                    problems.append(str(exc))
+                    continue
+                tar.add(archive, arcname=archive.name, recursive=False)
+        os.replace(tmp, bundle)
+    except OSError as exc:
+        Path(tmp).unlink(missing_ok=True)
+        raise PortabilityError(f"{bundle}: cannot write the bundle: {exc.strerror or exc}") from exc
+    finally:
+        shutil.rmtree(staging, ignore_errors=True)
+    log.info("exported %d runs to %s", len(run_dirs) - len(problems), bundle)
+    return bundle, problems
+
+
+def is_bundle(path: Path) -> bool:
+    """Whether ``path`` is a bundle of run archives (:func:`export_runs`) rather than one run's archive."""
+    try:
+        with tarfile.open(path, "r:") as tar:  # a bundle is uncompressed; a run archive is gzip
+            return all(m.name.endswith(ARCHIVE_SUFFIX) and m.isfile() for m in tar.getmembers())
+    except (tarfile.TarError, OSError):
+        return False
+
+
+def import_runs(bundle: Path, runs_dir: Path, *, replace: bool = False, require: tuple[str, ...] = ()
+                ) -> list[Path]:
+    """Unpack every run archive of a bundle with :func:`import_run` (its checks, one run at a time)."""
+    bundle = Path(bundle)
+    if not bundle.is_file():
+        raise PortabilityError(f"{bundle}: no such bundle")
+    out: list[Path] = []
+    staging = Path(runs_dir) / f".bundle-{bundle.name}"
+    try:
+        shutil.rmtree(staging, ignore_errors=True)
+        staging.mkdir(parents=True)
+        with tarfile.open(bundle, "r:") as tar:
+            for member in tar.getmembers():
+                name = Path(member.name)
+                if (not member.isfile() or name.is_absolute() or len(name.parts) != 1
+                        or not member.name.endswith(ARCHIVE_SUFFIX)):
+                    raise PortabilityError(f"{bundle}: member {member.name!r} is not a run archive")
+                src = tar.extractfile(member)
+                assert src is not None
+                target = staging / name.name
+                with src, open(target, "wb") as fh:
+                    shutil.copyfileobj(src, fh)
+                out.append(import_run(target, runs_dir, replace=replace, require=require))
+                target.unlink()
+    except (tarfile.TarError, EOFError) as exc:
+        raise PortabilityError(f"{bundle}: unreadable bundle: {exc}") from exc
+    finally:
+        shutil.rmtree(staging, ignore_errors=True)
+    return out

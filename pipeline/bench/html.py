@@ -1,0 +1,212 @@
+"""The suite report as one self-contained HTML page: inline CSS and inline SVG plots, no script, no
+font or image from anywhere, so it opens the same offline, in a mail attachment or a CI artifact.
+
+Plots: the distribution of speedups (log2 bins, against eager and torch.compile), per-task bars against
+both baselines, and the best speedup by round. Every figure's caption names the protocol, the baseline,
+the dtype, the tolerance and the GPU.
+"""
+
+from __future__ import annotations
+
+import html
+import math
+from typing import Any
+
+EAGER, COMPILE = "#3b6fb6", "#d9822b"
+W, H, PAD_L, PAD_B, PAD_T, PAD_R = 720, 260, 56, 70, 16, 16
+
+
+def _esc(value: Any) -> str:
+    return html.escape(str(value), quote=True)
+
+
+def _caption(labels: dict[str, str], what: str) -> str:
+    return (f"<figcaption><b>{_esc(what)}</b><br>protocol {_esc(labels['protocol'])} &middot; baseline "
+            f"eager and torch.compile ({_esc(labels['baseline'])} timed) &middot; dtype {_esc(labels['dtype'])} "
+            f"&middot; tolerance {_esc(labels['tolerance'])} &middot; GPU {_esc(labels['gpu'])}</figcaption>")
+
+
+def _axes(y_max: float, y_label: str, *, log2: bool = False) -> list[str]:
+    out = [f'<line x1="{PAD_L}" y1="{H - PAD_B}" x2="{W - PAD_R}" y2="{H - PAD_B}" stroke="#333"/>',
+           f'<line x1="{PAD_L}" y1="{PAD_T}" x2="{PAD_L}" y2="{H - PAD_B}" stroke="#333"/>',
+           f'<text x="14" y="{(H - PAD_B + PAD_T) / 2}" transform="rotate(-90 14 {(H - PAD_B + PAD_T) / 2})" '
+           f'font-size="11" text-anchor="middle">{_esc(y_label)}</text>']
+    for i in range(5):
+        v = y_max * i / 4
+        y = H - PAD_B - (H - PAD_B - PAD_T) * i / 4
+        label = f"{2 ** v:.2g}x" if log2 else (f"{v:.0f}" if y_max >= 4 else f"{v:.2g}")
+        out.append(f'<line x1="{PAD_L - 4}" y1="{y:.1f}" x2="{W - PAD_R}" y2="{y:.1f}" stroke="#ddd"/>')
+        out.append(f'<text x="{PAD_L - 6}" y="{y + 4:.1f}" font-size="10" text-anchor="end">{label}</text>')
+    return out
+
+
+def _svg(parts: list[str], title: str) -> str:
+    return (f'<svg xmlns="http://www.w3.org/2000/svg" viewBox="0 0 {W} {H}" width="{W}" height="{H}" role="img" '
+            f'aria-label="{_esc(title)}">' + "".join(parts) + "</svg>")
+
+
+def _legend(x: float, y: float) -> list[str]:
+    return [f'<rect x="{x}" y="{y}" width="10" height="10" fill="{EAGER}"/>',
+            f'<text x="{x + 14}" y="{y + 9}" font-size="11">vs eager</text>',
+            f'<rect x="{x + 80}" y="{y}" width="10" height="10" fill="{COMPILE}"/>',
+            f'<text x="{x + 94}" y="{y + 9}" font-size="11">vs torch.compile</text>']
+
+
+def histogram(tasks: list[dict[str, Any]]) -> str:
+    """Correct tasks per log2 speedup bin (half-octaves), both baselines side by side."""
+    edges = [2 ** (k / 2) for k in range(-8, 9)]  # 1/16x .. 16x
+    bins = [(lo, hi) for lo, hi in zip(edges, edges[1:], strict=False)]
+
+    def counts(key: str) -> list[int]:
+        out = [0] * len(bins)
+        for t in tasks:
+            v = t.get(key)
+            if t.get("correct") and isinstance(v, int | float) and v > 0:
+                i = min(len(bins) - 1, max(0, int(math.floor((math.log2(v) + 4) * 2))))
+                out[i] += 1
+        return out
+
+    ce, cc = counts("speedup"), counts("speedup_compile")
+    top = max([1, *ce, *cc])
+    slot = (W - PAD_L - PAD_R) / len(bins)
+    parts = _axes(top, "tasks")
+    for i, (lo, _hi) in enumerate(bins):
+        x = PAD_L + i * slot
+        for j, (count, color) in enumerate(((ce[i], EAGER), (cc[i], COMPILE))):
+            h = (H - PAD_B - PAD_T) * count / top
+            parts.append(f'<rect x="{x + 2 + j * (slot - 4) / 2:.1f}" y="{H - PAD_B - h:.1f}" '
+                         f'width="{(slot - 4) / 2:.1f}" height="{h:.1f}" fill="{color}"><title>'
+                         f'{_esc(f"{lo:.2g}x+: {count}")}</title></rect>')
+        if i % 2 == 0:
+            parts.append(f'<text x="{x:.1f}" y="{H - PAD_B + 14}" font-size="10" text-anchor="middle">{lo:.2g}x</text>')
+    parts.append(f'<line x1="{PAD_L + 8 * slot:.1f}" y1="{PAD_T}" x2="{PAD_L + 8 * slot:.1f}" y2="{H - PAD_B}" '
+                 'stroke="#900" stroke-dasharray="4 3"/>')
+    parts += _legend(PAD_L, H - 24)
+    return _svg(parts, "speedup distribution")
+
+
+def task_bars(tasks: list[dict[str, Any]]) -> str:
+    """Best speedup per task on a log2 axis (1x at the baseline line), eager and torch.compile."""
+    values = [abs(math.log2(v)) for t in tasks for v in (t.get("speedup"), t.get("speedup_compile"))
+              if isinstance(v, int | float) and v > 0]
+    span = max([1.0, *values])
+    n = max(1, len(tasks))
+    slot = (W - PAD_L - PAD_R) / n
+    mid = PAD_T + (H - PAD_B - PAD_T) / 2
+    scale = (H - PAD_B - PAD_T) / 2 / span
+    parts = [f'<line x1="{PAD_L}" y1="{mid}" x2="{W - PAD_R}" y2="{mid}" stroke="#333"/>',
+             f'<line x1="{PAD_L}" y1="{PAD_T}" x2="{PAD_L}" y2="{H - PAD_B}" stroke="#333"/>']
+    for k in (-span, -span / 2, span / 2, span):
+        y = mid - k * scale
+        parts.append(f'<text x="{PAD_L - 6}" y="{y + 4:.1f}" font-size="10" text-anchor="end">{2 ** k:.2g}x</text>')
+        parts.append(f'<line x1="{PAD_L}" y1="{y:.1f}" x2="{W - PAD_R}" y2="{y:.1f}" stroke="#eee"/>')
+    parts.append(f'<text x="{PAD_L - 6}" y="{mid + 4}" font-size="10" text-anchor="end">1x</text>')
+    for i, t in enumerate(tasks):
+        x = PAD_L + i * slot
+        for j, (key, color) in enumerate((("speedup", EAGER), ("speedup_compile", COMPILE))):
+            v = t.get(key)
+            if not (t.get("correct") and isinstance(v, int | float) and v > 0):
+                continue
+            h = math.log2(v) * scale
+            y, hh = (mid - h, h) if h >= 0 else (mid, -h)
+            parts.append(f'<rect x="{x + 1 + j * max(1.0, (slot - 2) / 2):.1f}" y="{y:.1f}" '
+                         f'width="{max(1.0, (slot - 2) / 2):.1f}" height="{max(hh, 0.5):.1f}" fill="{color}">'
+                         f'<title>{_esc(t["task"])}: {v:.3f}x vs {"eager" if j == 0 else "torch.compile"}</title></rect>')
+        if not t.get("correct"):
+            parts.append(f'<text x="{x + slot / 2:.1f}" y="{mid - 3}" font-size="9" fill="#900" '
+                         f'text-anchor="middle">x<title>{_esc(t["task"])}: {_esc(t.get("failure"))}</title></text>')
+        if n <= 40:
+            label = _esc(str(t["task"]).split("/")[-1][:18])
+            parts.append(f'<text x="{x + slot / 2:.1f}" y="{H - PAD_B + 10}" font-size="9" text-anchor="end" '
+                         f'transform="rotate(-45 {x + slot / 2:.1f} {H - PAD_B + 10})">{label}</text>')
+    parts += _legend(W - 260, 4)
+    return _svg(parts, "per-task speedup")
+
+
+def round_line(by_round: list[dict[str, Any]]) -> str:
+    """Geometric mean of the best speedup so far (over tasks correct by then), per round."""
+    pts = [(r["round"], r["geomean"]) for r in by_round if r.get("geomean")]
+    n = max(1, len(by_round) - 1)
+    top = max([2.0, *(v for _, v in pts)])
+    parts = _axes(top, "geomean best speedup (x)")
+    coords = [(PAD_L + (W - PAD_L - PAD_R) * r / n, H - PAD_B - (H - PAD_B - PAD_T) * v / top) for r, v in pts]
+    if coords:
+        parts.append('<polyline fill="none" stroke="#3b6fb6" stroke-width="2" points="'
+                     + " ".join(f"{x:.1f},{y:.1f}" for x, y in coords) + '"/>')
+    for (x, y), (r, v), row in zip(coords, pts, [b for b in by_round if b.get("geomean")], strict=True):
+        parts.append(f'<circle cx="{x:.1f}" cy="{y:.1f}" r="3" fill="#3b6fb6"><title>round {r}: {v:.3f}x over '
+                     f'{row["correct"]} correct tasks</title></circle>')
+    for r in by_round:
+        x = PAD_L + (W - PAD_L - PAD_R) * r["round"] / n
+        parts.append(f'<text x="{x:.1f}" y="{H - PAD_B + 14}" font-size="10" text-anchor="middle">{r["round"]}</text>')
+    parts.append(f'<text x="{W / 2}" y="{H - PAD_B + 30}" font-size="11" text-anchor="middle">round</text>')
+    one = H - PAD_B - (H - PAD_B - PAD_T) / top
+    parts.append(f'<line x1="{PAD_L}" y1="{one:.1f}" x2="{W - PAD_R}" y2="{one:.1f}" stroke="#900" '
+                 'stroke-dasharray="4 3"/>')
+    return _svg(parts, "best speedup by round")
+
+
+def _table(report: dict[str, Any]) -> str:
+    groups = [("overall", report["overall"])] + [(f"level {k}", v) for k, v in report["levels"].items()]
+    ps = report["p_values"]
+    head = "".join(f"<th>fast_{p:g}</th>" for p in ps)
+    rows = []
+    for name, s in groups:
+        for base, key, gm, med in (("eager", "fast_p_eager", "geomean_speedup", "median_speedup"),
+                                   ("torch.compile", "fast_p_compile", "geomean_speedup_compile",
+                                    "median_speedup_compile")):
+            cells = "".join(f"<td>{'-' if v is None else f'{v:.2f}'}</td>" for v in s[key].values())
+            rate = "-" if s["correctness_rate"] is None else f"{s['correctness_rate']:.2f}"
+            rows.append(f"<tr><td>{_esc(name)}</td><td>{base}</td><td>{s['tasks']}</td><td>{rate}</td>"
+                        f"{cells}<td>{'-' if s[gm] is None else f'{s[gm]:.3f}x'}</td>"
+                        f"<td>{'-' if s[med] is None else f'{s[med]:.3f}x'}</td></tr>")
+    return (f"<table><tr><th>group</th><th>baseline</th><th>tasks</th><th>correct</th>{head}<th>geomean</th>"
+            f"<th>median</th></tr>{''.join(rows)}</table>")
+
+
+def _task_table(report: dict[str, Any]) -> str:
+    rows = []
+    for t in report["tasks"]:
+        failure = t.get("failure") or ""
+        if t.get("error"):
+            failure += ": " + " ".join(str(t["error"]).split())[:200]
+
+        def x(v: Any) -> str:
+            return "-" if v is None else f"{v:.3f}x"
+
+        rows.append(f"<tr><td>{_esc(t['task'])}</td><td>{_esc(t['status'])}</td><td>{'yes' if t['correct'] else 'no'}"
+                    f"</td><td>{x(t['speedup'])}</td><td>{x(t['speedup_compile'])}</td>"
+                    f"<td>{'-' if t['best_round'] is None else t['best_round']}</td><td>{_esc(failure)}</td>"
+                    f"<td>{t['tokens']}</td><td>${t['cost_usd']:.4f}</td></tr>")
+    return ("<table><tr><th>task</th><th>status</th><th>correct</th><th>vs eager</th><th>vs torch.compile</th>"
+            "<th>best round</th><th>failure</th><th>tokens</th><th>cost</th></tr>" + "".join(rows) + "</table>")
+
+
+CSS = ("body{font-family:system-ui,sans-serif;margin:24px;max-width:1000px;color:#222}"
+       "table{border-collapse:collapse;margin:8px 0 20px;font-size:13px}td,th{border:1px solid #ccc;"
+       "padding:3px 7px;text-align:right}td:first-child,th:first-child{text-align:left}"
+       "figure{margin:16px 0 28px}figcaption{font-size:12px;color:#444;margin-top:4px}")
+
+
+def page(report: dict[str, Any]) -> str:
+    lab = report["labels"]
+    o = report["overall"]
+    failures = ", ".join(f"{_esc(k)} {v}" for k, v in o["failures"].items()) or "none"
+    return "".join([
+        "<!doctype html><html><head><meta charset='utf-8'>",
+        f"<title>kernelskill suite {_esc(report['suite'])}</title><style>{CSS}</style></head><body>",
+        f"<h1>kernelskill suite {_esc(report['suite'])}</h1>",
+        f"<p>{o['tasks']} tasks, {o['correct']} correct; failure classes: {failures}; tokens {o['tokens']}, "
+        f"cost ${o['cost_usd']:.4f}. Protocol {_esc(lab['protocol'])}, dtype {_esc(lab['dtype'])}, tolerance "
+        f"{_esc(lab['tolerance'])}, GPU {_esc(lab['gpu'])}.</p>",
+        "<h2>fast_p, geomean and median speedup</h2>", _table(report),
+        "<figure>", histogram(report["tasks"]),
+        _caption(lab, "Speedup distribution of the correct tasks (best candidate per task; log2 bins; "
+                      "dashed line: 1x)"), "</figure>",
+        "<figure>", task_bars(report["tasks"]),
+        _caption(lab, "Best speedup per task against eager and against torch.compile (log2 axis; x: no correct "
+                      "candidate)"), "</figure>",
+        "<figure>", round_line(o["by_round"]),
+        _caption(lab, "Best speedup so far by round: geometric mean over the tasks correct by that round "
+                      "(dashed line: 1x over eager)"), "</figure>",
+        "<h2>Per task</h2>", _task_table(report), "</body></html>"])

@@ -1,0 +1,223 @@
+"""The suite report: what a suite adds up to, per level and overall, computed from its runs' event logs
+alone (every number can be recomputed from ``runs/*/events.jsonl``).
+
+Per task: the best correct candidate (an ``eval`` event with status ``ok``, not a re-verification, of a
+candidate that did not fail its re-verification), its speedup over eager and over torch.compile
+(``compile_ms / candidate_ms`` when the harness timed the compiled baseline), the round it came from;
+for a task with no correct candidate its failure class (the last evaluation's status, or why the task
+could not run). Per group: correctness rate, failure classes, fast_p (the share of ALL tasks of the group
+that are correct and faster than ``p`` times the baseline, KernelBench's definition), geometric mean and
+median speedup over the correct tasks, the best speedup by round, tokens and cost.
+"""
+
+from __future__ import annotations
+
+import math
+import statistics
+from collections import Counter
+from typing import Any
+
+from kernelskill.pipeline.bench.suite import Suite
+from kernelskill.pipeline.runs import Run
+from kernelskill.protocols import load_protocol
+
+P_VALUES = (0.0, 0.5, 0.8, 1.0, 1.5, 2.0)
+
+
+def _speedup_vs_compile(result: dict[str, Any]) -> float | None:
+    details = result.get("details") or {}
+    value = details.get("speedup_vs_compile")
+    if isinstance(value, int | float) and value > 0:
+        return float(value)
+    comp, cand = result.get("compile_ms"), result.get("candidate_ms")
+    if isinstance(comp, int | float) and isinstance(cand, int | float) and cand > 0 and comp > 0:
+        return float(comp) / float(cand)
+    return None
+
+
+def task_row(entry: dict[str, Any], run: Run | None) -> dict[str, Any]:
+    """One task's line of the report, from its manifest entry and its run's events."""
+    row: dict[str, Any] = {"task": entry["name"], "level": entry.get("level"), "run": entry.get("run_id"),
+                           "correct": False, "speedup": None, "speedup_compile": None, "best_round": None,
+                           "best_candidate": None, "failure": None, "status": "failed", "error": entry.get("error"),
+                           "evals": 0, "tokens": 0, "cost_usd": 0.0, "by_round": {}, "dtype": None, "gpu": None,
+                           "protocol": None, "baseline": None, "verified": False}
+    if entry.get("error"):
+        row["failure"] = "bad_input"
+        return row
+    if run is None:
+        row.update(status="not started", failure="not_started")
+        return row
+    manifest = run.manifest
+    harness = manifest.get("harness") or {}
+    row["protocol"] = manifest.get("protocol") or harness.get("protocol")
+    row["baseline"] = harness.get("baseline", "eager")
+    events = run.log.events
+    types = [e["type"] for e in events]
+    row["status"] = ("finished" if "run_finished" in types else "paused" if types and types[-1] == "run_paused"
+                     else "failed" if types and types[-1] == "run_error" else "incomplete")
+    errors = [e["data"].get("error") for e in events if e["type"] == "run_error"]
+    if errors and row["status"] == "failed":
+        row["error"] = errors[-1]
+    llm = [e["data"] for e in events if e["type"] == "llm_call"]
+    row["tokens"] = sum((d.get("usage") or {}).get("total_tokens", 0) for d in llm)
+    row["cost_usd"] = round(sum(d.get("cost_usd", 0.0) for d in llm), 6)
+    evals = [e for e in events if e["type"] == "eval"]
+    failed_verify = {e["data"].get("candidate") for e in evals
+                     if (e["step"] or "").startswith("verify.") and not (e["data"].get("result") or {}).get("correct")}
+    plain = [e for e in evals if not (e["step"] or "").startswith("verify.")]
+    row["evals"] = len(plain)
+    best: dict[str, Any] | None = None
+    for e in plain:
+        result = e["data"].get("result") or {}
+        details = result.get("details") or {}
+        row["dtype"] = row["dtype"] or details.get("task_dtype")
+        row["gpu"] = row["gpu"] or details.get("gpu_name")
+        ok = result.get("status") == "ok" and result.get("correct") and e["data"].get("candidate") not in failed_verify
+        speed = result.get("speedup")
+        if not ok or not isinstance(speed, int | float):
+            continue
+        r = int(e.get("round") or 0)
+        row["by_round"][r] = max(row["by_round"].get(r, 0.0), float(speed))
+        if best is None or speed > best["speedup"]:
+            best = {"speedup": float(speed), "round": r, "candidate": e["data"].get("candidate"),
+                    "compile": _speedup_vs_compile(result)}
+    verified = {e["data"].get("candidate") for e in evals
+                if (e["step"] or "").startswith("verify.") and (e["data"].get("result") or {}).get("correct")}
+    if best is not None:
+        row.update(correct=True, speedup=round(best["speedup"], 6), best_round=best["round"],
+                   best_candidate=best["candidate"], verified=best["candidate"] in verified,
+                   speedup_compile=None if best["compile"] is None else round(best["compile"], 6))
+    else:
+        last = (plain[-1]["data"].get("result") or {}).get("status") if plain else None
+        row["failure"] = last or ("run_error" if row["status"] == "failed" else "no_candidate")
+    return row
+
+
+def geomean(values: list[float]) -> float | None:
+    values = [v for v in values if v > 0]
+    return round(math.exp(sum(math.log(v) for v in values) / len(values)), 6) if values else None
+
+
+def fast_p(rows: list[dict[str, Any]], key: str) -> dict[str, float | None]:
+    """KernelBench's fast_p: correct and ``speedup > p``, over every task of the group."""
+    if not rows:
+        return {str(p): None for p in P_VALUES}
+    out = {}
+    for p in P_VALUES:
+        hits = sum(1 for r in rows if r["correct"] and isinstance(r[key], int | float) and r[key] > p)
+        out[str(p)] = round(hits / len(rows), 6)
+    return out
+
+
+def by_round(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """For each round: how many tasks had a correct candidate by then, and the geometric mean of their
+    best speedup so far."""
+    last = max((r for row in rows for r in row["by_round"]), default=-1)
+    out = []
+    for rnd in range(last + 1):
+        bests = []
+        for row in rows:
+            seen = [v for r, v in row["by_round"].items() if r <= rnd]
+            if seen:
+                bests.append(max(seen))
+        out.append({"round": rnd, "correct": len(bests), "geomean": geomean(bests),
+                    "best": round(max(bests), 6) if bests else None})
+    return out
+
+
+def summarize(rows: list[dict[str, Any]]) -> dict[str, Any]:
+    correct = [r for r in rows if r["correct"]]
+    eager = [r["speedup"] for r in correct]
+    comp = [r["speedup_compile"] for r in correct if r["speedup_compile"] is not None]
+    return {
+        "tasks": len(rows), "correct": len(correct),
+        "correctness_rate": round(len(correct) / len(rows), 6) if rows else None,
+        "failures": dict(Counter(r["failure"] for r in rows if not r["correct"])),
+        "fast_p_eager": fast_p(rows, "speedup"), "fast_p_compile": fast_p(rows, "speedup_compile"),
+        "compile_timed": len(comp),
+        "geomean_speedup": geomean(eager), "median_speedup": round(statistics.median(eager), 6) if eager else None,
+        "geomean_speedup_compile": geomean(comp),
+        "median_speedup_compile": round(statistics.median(comp), 6) if comp else None,
+        "mean_best_round": round(statistics.mean(r["best_round"] for r in correct), 3) if correct else None,
+        "by_round": by_round(rows),
+        "tokens": sum(r["tokens"] for r in rows), "cost_usd": round(sum(r["cost_usd"] for r in rows), 6),
+    }
+
+
+def _labels(rows: list[dict[str, Any]], options: dict[str, Any]) -> dict[str, str]:
+    """What every figure names: protocol, baseline, dtype, tolerance, GPU (all values seen)."""
+
+    def seen(key: str, fallback: str) -> str:
+        values = sorted({str(r[key]) for r in rows if r.get(key)})
+        return ", ".join(values) if values else fallback
+
+    protocol_name = seen("protocol", str(options.get("protocol") or "strict"))
+    tolerances = []
+    for name in protocol_name.split(", "):
+        try:
+            proto = load_protocol(name)
+        except Exception:  # noqa: BLE001 - a protocol file that is not here any more: name it only
+            tolerances.append(f"{name}: see its file")
+            continue
+        for dtype in sorted({str(r["dtype"]) for r in rows if r.get("dtype")} or {"fp32"}):
+            full = {"fp32": "float32", "fp16": "float16", "bf16": "bfloat16"}.get(dtype, dtype)
+            atol, rtol = proto.tolerance(full)
+            tolerances.append(f"{dtype} atol={atol:g} rtol={rtol:g}")
+    return {"protocol": protocol_name, "baseline": seen("baseline", str(options.get("baseline") or "eager")),
+            "dtype": seen("dtype", "unknown"), "tolerance": "; ".join(tolerances), "gpu": seen("gpu", "unknown")}
+
+
+def suite_report(suite: Suite) -> dict[str, Any]:
+    manifest = suite.manifest
+    rows = [task_row(entry, run) for entry, run in suite.runs()]
+    levels = sorted({r["level"] for r in rows if r["level"] is not None})
+    return {"suite": suite.path.name, "kind": manifest.get("kind"), "created": manifest.get("created"),
+            "options": manifest.get("options", {}), "labels": _labels(rows, manifest.get("options", {})),
+            "overall": summarize(rows), "levels": {str(lv): summarize([r for r in rows if r["level"] == lv])
+                                                   for lv in levels},
+            "tasks": rows, "p_values": list(P_VALUES)}
+
+
+# markdown -------------------------------------------------------------------------------------------
+def _f(value: Any, suffix: str = "") -> str:
+    if value is None:
+        return "-"
+    if isinstance(value, float):
+        return f"{value:.3f}{suffix}"
+    return f"{value}{suffix}"
+
+
+def markdown(report: dict[str, Any]) -> str:
+    lab = report["labels"]
+    lines = [f"# kernelskill suite {report['suite']}", "",
+             f"Protocol {lab['protocol']}; baselines: eager and torch.compile ({lab['baseline']} timed); dtype "
+             f"{lab['dtype']}; tolerance {lab['tolerance']}; GPU {lab['gpu']}.", ""]
+    groups = [("overall", report["overall"])] + [(f"level {k}", v) for k, v in report["levels"].items()]
+    head = "| group | tasks | correct | " + " | ".join(f"fast_{p:g}" for p in report["p_values"])
+    lines += ["## fast_p against eager", "", head + " | geomean | median |",
+              "|---|---:|---:|" + "---:|" * (len(report["p_values"]) + 2)]
+    for name, s in groups:
+        lines.append(f"| {name} | {s['tasks']} | {_f(s['correctness_rate'])} | "
+                     + " | ".join(_f(v) for v in s["fast_p_eager"].values())
+                     + f" | {_f(s['geomean_speedup'], 'x')} | {_f(s['median_speedup'], 'x')} |")
+    lines += ["", "## fast_p against torch.compile", "", head + " | geomean | median | timed |",
+              "|---|---:|---:|" + "---:|" * (len(report["p_values"]) + 3)]
+    for name, s in groups:
+        lines.append(f"| {name} | {s['tasks']} | {_f(s['correctness_rate'])} | "
+                     + " | ".join(_f(v) for v in s["fast_p_compile"].values())
+                     + f" | {_f(s['geomean_speedup_compile'], 'x')} | {_f(s['median_speedup_compile'], 'x')} | "
+                     f"{s['compile_timed']} |")
+    lines += ["", "## Per task", "", "| task | status | correct | vs eager | vs compile | best round | "
+              "failure | tokens | cost |", "|---|---|---|---:|---:|---:|---|---:|---:|"]
+    for r in report["tasks"]:
+        failure = r["failure"] or ""
+        if r.get("error"):
+            failure = f"{failure}: {' '.join(str(r['error']).split())[:160]}"
+        lines.append(f"| {r['task']} | {r['status']} | {'yes' if r['correct'] else 'no'} | {_f(r['speedup'], 'x')} | "
+                     f"{_f(r['speedup_compile'], 'x')} | {_f(r['best_round'])} | {failure.replace('|', '/')} | "
+                     f"{r['tokens']} | ${r['cost_usd']:.4f} |")
+    o = report["overall"]
+    lines += ["", f"Failure classes: {', '.join(f'{k} {v}' for k, v in o['failures'].items()) or 'none'}. "
+              f"Mean best round {_f(o['mean_best_round'])}. Tokens {o['tokens']}, cost ${o['cost_usd']:.4f}.", ""]
+    return "\n".join(lines)
