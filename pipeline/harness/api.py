@@ -26,6 +26,9 @@ from kernelskill.errors import KernelskillError
 
 from .build import build_key, default_cache_root
 from .fastpath import default_arch
+from .isolation import NAMESPACES
+from .isolation import WARNING as ISOLATION_WARNING
+from .isolation import available as available_isolation
 from .loader import inspect_candidate, inspect_task
 from .results import (
     COMPILE_ERROR,
@@ -166,7 +169,9 @@ def build_many(candidates: Sequence[str | Path], config: EvalConfig | None = Non
 
 def _outcome_to_result(outcome: WorkerOutcome, cfg: EvalConfig, budget_s: float) -> EvalResult:
     info = {"worker_seconds": round(outcome.seconds, 3), "worker_returncode": outcome.returncode,
-            "peak_rss_mb": outcome.peak_rss_mb}
+            "peak_rss_mb": outcome.peak_rss_mb, "isolation": outcome.isolation}
+    if outcome.isolation != NAMESPACES:
+        info["isolation_warning"] = ISOLATION_WARNING
     if outcome.timed_out:
         return EvalResult(status=TIMEOUT, message=f"no result within {budget_s:.0f} s (during {outcome.stage}); "
                           "the worker's process group was killed", details=info | {"stage": outcome.stage})
@@ -202,7 +207,8 @@ def run_candidate(task: str | Path, candidate: str | Path, config: EvalConfig | 
         built = build(cpath, cfg)
     if not built.ok:
         return EvalResult(status=built.status if built.status != OK else COMPILE_ERROR, message=built.message,
-                          build_log=built.log, details={"build_key": built.key, "build_cached": built.cached},
+                          build_log=built.log, details={"build_key": built.key, "build_cached": built.cached,
+                                                        "isolation": available_isolation()},
                           task=str(task), candidate=str(candidate))
     env = _build_env(cfg, built.key)
     device = gpu if gpu is not None else cfg.device

@@ -1,5 +1,9 @@
 """Run one harness worker in its own process group, with a scrubbed environment and hard limits.
 
+Where the machine offers user namespaces the worker also runs inside new user/PID/mount/network
+namespaces (:mod:`.isolation`): it sees no process but its own, none of the user's files that hold
+secrets, and no network. ``WorkerOutcome.isolation`` says which isolation ran.
+
 The worker is ``python -m kernelskill.pipeline.harness.worker REQUEST RESULT`` started with
 ``start_new_session=True`` (so it leads a new process group) in a fresh temporary folder. The parent
 enforces a wall-clock limit and a host-RSS limit on the whole group and kills the group (SIGKILL)
@@ -24,6 +28,8 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
+
+from . import isolation
 
 log = logging.getLogger(__name__)
 
@@ -92,6 +98,7 @@ class WorkerOutcome:
     stderr_tail: str = ""
     peak_rss_mb: float = 0.0
     extra: dict[str, Any] = field(default_factory=dict)
+    isolation: str = isolation.PROCESS_ONLY
 
     @property
     def signal_name(self) -> str | None:
@@ -161,6 +168,14 @@ def run_worker(
     env["TMPDIR"] = str(workdir)
     cmd = [*(command_prefix or []), sys.executable, "-m", "kernelskill.pipeline.harness.worker",
            str(req_path), str(res_path)]
+    # The profiler (command_prefix) drives the GPU's counters from outside: it runs without namespaces.
+    mode = isolation.available() if command_prefix is None else isolation.PROCESS_ONLY
+    if mode == isolation.NAMESPACES:
+        files = [str(request[k]) for k in ("task", "candidate") if isinstance(request.get(k), str)]
+        cache = request.get("config", {}).get("cache_dir") if isinstance(request.get("config"), dict) else None
+        writable = [v for k, v in (env_extra or {}).items() if k.endswith("_DIR") or k.endswith("_CACHE")]
+        cmd = isolation.wrap(cmd, workdir=workdir, env=env, read_only=files,
+                             writable=[*writable, *([str(Path(cache).expanduser())] if cache else [])])
     stderr_path = workdir / "stderr.txt"
     start = time.monotonic()
     timed_out = rss_killed = False
@@ -193,6 +208,11 @@ def run_worker(
             except (ProcessLookupError, PermissionError):
                 pass
     seconds = time.monotonic() - start
+    returncode = proc.returncode
+    if mode == isolation.NAMESPACES:  # the launcher saw how the worker itself ended
+        inner = isolation.read_status(workdir)
+        if inner is not None and not (timed_out or rss_killed):
+            returncode = inner
     result = None
     if res_path.is_file():
         try:
@@ -205,8 +225,9 @@ def run_worker(
     extra = {"output": raw.decode("utf-8", "replace")} if full_output else {}
     if not keep_workdir:
         shutil.rmtree(workdir, ignore_errors=True)
-    outcome = WorkerOutcome(result=result, returncode=proc.returncode, timed_out=timed_out,
+    outcome = WorkerOutcome(result=result, returncode=returncode, timed_out=timed_out,
                             rss_killed=rss_killed, seconds=seconds, stage=stage, stderr_tail=tail,
-                            peak_rss_mb=round(peak, 1), extra=extra)
-    log.debug("worker %s: rc=%s %.1fs stage=%s", request.get("mode"), proc.returncode, seconds, stage)
+                            peak_rss_mb=round(peak, 1), extra=extra, isolation=mode)
+    log.debug("worker %s: rc=%s %.1fs stage=%s isolation=%s", request.get("mode"), returncode, seconds, stage,
+              mode)
     return outcome

@@ -32,9 +32,10 @@ def _die_with_parent() -> None:
         import ctypes
         import signal
 
+        parent = os.getppid()  # in the sandbox's PID namespace the parent (its launcher) is PID 1
         libc = ctypes.CDLL(None, use_errno=True)
         libc.prctl(1, int(signal.SIGKILL), 0, 0, 0)  # PR_SET_PDEATHSIG
-        if os.getppid() == 1:
+        if os.getppid() != parent:  # the parent went away before the request took effect
             os._exit(4)
     except (OSError, AttributeError):
         pass
