@@ -43,6 +43,7 @@ def test_templates_are_strict_and_every_role_renders() -> None:
            "memory": MEMORY, "failure": {"status": "mismatch", "message": "max abs diff 3.2", "build_log": ""},
            "diagnosis": {"root_cause": "rc", "fix": "fx"}, "parent_speedup": 1.5, "query": QUERY,
            "permitted": PERMITTED, "filtered": {}, "forbidden": [], "rejection": "",
+           "full_methods": 6, "evidence": [],
            "method": PERMITTED[0], "plan": {"plan": "p"}, "candidate": {"step": "r01.x", "branch": "optimize",
                                                                        "method": "m"},
            "result": {"status": "ok", "correct": True, "speedup": 2.0, "candidate_ms": 1.0,
@@ -51,12 +52,21 @@ def test_templates_are_strict_and_every_role_renders() -> None:
         msgs = messages_for(role, **ctx)
         assert msgs[0]["role"] == "system" and msgs[1]["content"].strip()
     assert "1. `coalesced_access`" in messages_for("planner", **ctx)[1]["content"]
-    # the measured worked example travels into the planner's list, negative evidence included
-    measured = [dict(PERMITTED[0], measured={"speedup": 1.01, "verdict": "no_gain", "hardware": "NVIDIA H200"}),
-                dict(PERMITTED[1], measured={"speedup": 3.01, "verdict": "pays", "hardware": "NVIDIA H200"})]
-    planner = messages_for("planner", **{**ctx, "permitted": measured})[1]["content"]
-    assert ("Measured on NVIDIA H200: its worked example got 1.01x, a gain inside the timing noise" in planner)
-    assert "Measured on NVIDIA H200: its worked example got 3.01x." in planner
+    # the measured worked example travels into the planner, labelled with what the example computes and
+    # ranked by its closeness to this task; negative evidence included
+    measured = [dict(PERMITTED[0], measured={"speedup": 1.01, "verdict": "no_gain", "hardware": "NVIDIA H200"},
+                     example={"label": "Row-bias add on 32768 x 4096 fp32", "similarity": 0.1, "shared": []}),
+                dict(PERMITTED[1], measured={"speedup": 3.01, "verdict": "pays", "hardware": "NVIDIA H200"},
+                     example={"label": "relu(1.7 x + 0.3) ** 2 on 2**26 fp32", "similarity": 0.6,
+                              "shared": ["elementwise"]})]
+    planner = Agents(None).plan_messages(task_source=TASK, kernel_source=CODE, parent_speedup=1.5, query=QUERY,
+                                         permitted=measured, filtered={}, memory=MEMORY)[1]["content"]
+    fusion = ('- `kernel_fusion`: measured 3.01x on the worked example "relu(1.7 x + 0.3) ** 2 on 2**26 fp32" '
+              "(NVIDIA H200); it shares elementwise with this task")
+    coalesced = ('- `coalesced_access`: measured 1.01x on the worked example "Row-bias add on 32768 x 4096 fp32" '
+                 "(NVIDIA H200), a gain inside the timing noise; a different operation from this task")
+    assert fusion in planner and coalesced in planner
+    assert planner.index(fusion) < planner.index(coalesced)  # the closer example first
     with pytest.raises(jinja2.UndefinedError):
         render("planner.j2", task_source=TASK)
 

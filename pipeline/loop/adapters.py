@@ -8,6 +8,7 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from kernelskill.errors import KernelskillError
+from kernelskill.pipeline.loop.examples import worked_example
 from kernelskill.retrieval.api import query
 
 log = logging.getLogger(__name__)
@@ -70,12 +71,20 @@ class HarnessEvaluator:
 
 
 class KBRetriever:
+    """``kernelskill.query`` as JSON, each permitted method with its worked example attached (``example``:
+    label, closeness to the task, before/after code; :func:`~kernelskill.pipeline.loop.examples.worked_example`),
+    so the recorded query holds everything the prompts show and a resumed or moved run needs no KB files."""
+
     def __init__(self, settings: Any = None) -> None:
         self.settings = settings
 
     def query(self, kernel: Path, *, task: Path, profile: Path | None) -> dict[str, Any]:
-        result = query(kernel, task=task, profile=profile, settings=self.settings)
-        return result.model_dump(mode="json")
+        raw = query(kernel, task=task, profile=profile, settings=self.settings).model_dump(mode="json")
+        task_source = task.read_text()
+        for method in raw.get("permitted") or []:
+            if method.get("examples"):
+                method["example"] = worked_example(method["examples"], task_source)
+        return raw
 
 
 # Normalised views of what the seams return ---------------------------------------------------------

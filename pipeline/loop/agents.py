@@ -11,7 +11,6 @@ never asks twice.
 from __future__ import annotations
 
 import ast
-import json
 import re
 from functools import lru_cache
 from pathlib import Path
@@ -41,20 +40,51 @@ REVIEW_SCHEMA: dict[str, Any] = {
     "properties": {"accept": {"type": "boolean"}, "reason": {"type": "string"}}}
 
 
+#: how many permitted methods the planner sees with their whole guidance (the rest by name); guidance is
+#: never cut, so a shorter prompt shows fewer methods in full
+FULL_GUIDANCE_METHODS = 6
+_SENTENCE_END = re.compile(r"(?<=[.!?])\s+(?=[A-Z0-9`(\"'])")
+
+
+def whole_sentences(text: str, limit: int = 300) -> str:
+    """``text`` shortened to the whole sentences that fit in ``limit`` characters (at least the first one,
+    whatever its length): nothing is cut mid-sentence. A shortened text says how much was left out."""
+    text = " ".join(str(text).split())
+    if len(text) <= limit:
+        return text
+    sentences = _SENTENCE_END.split(text)
+    kept = [sentences[0]]
+    for sentence in sentences[1:]:
+        if len(" ".join(kept + [sentence])) > limit:
+            break
+        kept.append(sentence)
+    left = len(sentences) - len(kept)
+    return " ".join(kept) + (f" ({left} more sentence{'s' if left > 1 else ''} not shown)" if left else "")
+
+
 @lru_cache(maxsize=4)
 def environment(prompts_dir: Path = PROMPTS_DIR) -> jinja2.Environment:
-    return jinja2.Environment(loader=jinja2.FileSystemLoader(str(prompts_dir)), undefined=jinja2.StrictUndefined,
-                              keep_trailing_newline=True, autoescape=False)
+    env = jinja2.Environment(loader=jinja2.FileSystemLoader(str(prompts_dir)), undefined=jinja2.StrictUndefined,
+                             keep_trailing_newline=True, autoescape=False)
+    env.filters["sentences"] = whole_sentences
+    return env
 
 
 def render(template: str, **context: Any) -> str:
     return environment().get_template(template).render(**context)
 
 
-def messages_for(role: str, *, candidate_format: str = "load_inline", **context: Any) -> list[dict[str, str]]:
+def messages_for(role: str, *, candidate_format: str = "load_inline", template: str | None = None,
+                 **context: Any) -> list[dict[str, str]]:
+    """The system and user messages of ``role``: ``partials/system.j2`` and ``<role>.j2`` (or ``template``)."""
     system = render("partials/system.j2", role=role, candidate_format=candidate_format)
     return [{"role": "system", "content": system.strip()},
-            {"role": "user", "content": render(f"{role}.j2", **context).strip() + "\n"}]
+            {"role": "user", "content": render(template or f"{role}.j2", **context).strip() + "\n"}]
+
+
+def default_gpu(arch: str = "sm_90", name: str = "NVIDIA GPU") -> dict[str, str]:
+    """The target GPU as the prompts describe it."""
+    return {"name": name, "arch": arch, "notes": ""}
 
 
 # Code answers -----------------------------------------------------------------------------------
@@ -148,18 +178,50 @@ class ReviewDecision(BaseModel):
 class Agents:
     """The six loop roles over one LLM client."""
 
-    def __init__(self, llm: LLMClient, gpu: dict[str, Any] | None = None, *,
-                 candidate_format: str = "load_inline") -> None:
-        self.llm = llm
+    def __init__(self, llm: LLMClient | None, gpu: dict[str, Any] | None = None, *,
+                 candidate_format: str = "load_inline", knowledge: str = "kb") -> None:
+        self.llm = llm  # None: only render prompts (``kernelskill prompts render``)
         self.gpu = gpu or {"name": "NVIDIA H200", "arch": "sm_90", "notes": ""}
         self.candidate_format = candidate_format
+        self.knowledge = knowledge  # kb | none (the ablation: the planner chooses freely)
+
+    # the exact messages of each step (the loop sends them; ``prompts render`` prints them) ------------
+    def _messages(self, role: str, template: str | None = None, **context: Any) -> list[dict[str, str]]:
+        return messages_for(role, gpu=self.gpu, candidate_format=self.candidate_format, template=template,
+                            **context)
+
+    def plan_messages(self, *, task_source: str, kernel_source: str, parent_speedup: float,
+                      query: dict[str, Any], permitted: list[dict[str, Any]], filtered: dict[str, str],
+                      memory: dict[str, Any], rejection: str = "") -> list[dict[str, str]]:
+        if self.knowledge == "none":  # no diagnosis, methods or evidence: only the code, the GPU and the memory
+            return self._messages("planner", "planner_free.j2", task_source=task_source, kernel_source=kernel_source,
+                                  parent_speedup=parent_speedup, filtered=filtered, memory=memory,
+                                  rejection=rejection)
+        evidence = sorted((m for m in permitted if (m.get("measured") or {}).get("speedup")),
+                          key=lambda m: (-((m.get("example") or {}).get("similarity") or 0.0), m["id"]))
+        return self._messages("planner", task_source=task_source, kernel_source=kernel_source,
+                              parent_speedup=parent_speedup, query=query, permitted=permitted,
+                              full_methods=FULL_GUIDANCE_METHODS, evidence=evidence, filtered=filtered,
+                              forbidden=query.get("forbidden", []), memory=memory, rejection=rejection)
+
+    def optimize_messages(self, *, task_source: str, kernel_source: str, method: dict[str, Any],
+                          plan: PlanDecision, memory: dict[str, Any]) -> list[dict[str, str]]:
+        return self._messages("optimizer", task_source=task_source, kernel_source=kernel_source, method=method,
+                              plan=plan.model_dump(), memory=memory)
+
+    def diagnose_messages(self, *, task_source: str, kernel_source: str, failure: dict[str, Any],
+                          memory: dict[str, Any]) -> list[dict[str, str]]:
+        return self._messages("diagnoser", task_source=task_source, kernel_source=kernel_source, failure=failure,
+                              memory=memory)
 
     def _ask(self, role: str, messages: list[dict[str, str]], step: str, round_: int | None,
              expects: dict[str, Any] | None = None) -> str:
+        assert self.llm is not None
         return self.llm.chat(role, messages, step=step, round_=round_, expects=expects).text
 
-    def _code(self, role: str, step: str, round_: int | None, **context: Any) -> CodeAnswer:
-        messages = messages_for(role, gpu=self.gpu, candidate_format=self.candidate_format, **context)
+    def _code(self, role: str, step: str, round_: int | None, messages: list[dict[str, str]] | None = None,
+              **context: Any) -> CodeAnswer:
+        messages = messages or self._messages(role, **context)
         text = self._ask(role, messages, f"{step}.1", round_, code_expects())
         code, reason = extract_code(text)
         if code is not None:
@@ -171,16 +233,10 @@ class Agents:
         return CodeAnswer(code=code, reason="" if code else reason2, asks=2)
 
     def _json(self, role: str, schema: dict[str, Any], step: str, round_: int | None,
-              **context: Any) -> tuple[dict[str, Any] | None, str]:
-        messages = messages_for(role, gpu=self.gpu, candidate_format=self.candidate_format, **context)
-        text = self._ask(role, messages, f"{step}.1", round_, json_expects(schema))
-        value, reason = parse_json_answer(text, schema)
-        if value is not None:
-            return value, ""
-        messages = messages + [{"role": "assistant", "content": text}, {"role": "user", "content": (
-            f"That answer could not be used: {reason}. Reply with one JSON object matching "
-            f"{json.dumps(schema)}")}]
-        return parse_json_answer(self._ask(role, messages, f"{step}.2", round_, json_expects(schema)), schema)
+              messages: list[dict[str, str]] | None = None, **context: Any) -> tuple[dict[str, Any] | None, str]:
+        assert self.llm is not None
+        return self.llm.ask_json(role, messages or self._messages(role, **context), schema,
+                                 steps=(f"{step}.1", f"{step}.2"), round_=round_, expects=json_expects(schema))
 
     # roles ------------------------------------------------------------------------------------
     def generate(self, *, step: str, round_: int, task_source: str, memory: dict[str, Any]) -> CodeAnswer:
@@ -188,8 +244,8 @@ class Agents:
 
     def diagnose(self, *, step: str, round_: int, task_source: str, kernel_source: str,
                  failure: dict[str, Any], memory: dict[str, Any]) -> Diagnosis:
-        value, reason = self._json("diagnoser", DIAGNOSIS_SCHEMA, step, round_, task_source=task_source,
-                                   kernel_source=kernel_source, failure=failure, memory=memory)
+        value, reason = self._json("diagnoser", DIAGNOSIS_SCHEMA, step, round_, self.diagnose_messages(
+            task_source=task_source, kernel_source=kernel_source, failure=failure, memory=memory))
         if value is None:
             return Diagnosis(error_class=failure["status"], fallback=True,
                              root_cause=f"(no usable diagnosis: {reason}) {failure.get('message', '')}",
@@ -207,17 +263,18 @@ class Agents:
              memory: dict[str, Any], reasks: int = 1) -> PlanDecision:
         """The planner must name a permitted method: re-asked ``reasks`` times with the reason,
         then the top permitted method is used and that is recorded (``fallback``)."""
+        free = self.knowledge == "none"  # the ablation: any technique, checked for the answer's shape only
         ids = [m["id"] for m in permitted]
         rejection = ""
         rejections: list[str] = []
         for ask in range(1, reasks + 2):
-            messages = messages_for("planner", gpu=self.gpu, candidate_format=self.candidate_format, task_source=task_source,
-                                    kernel_source=kernel_source, parent_speedup=parent_speedup, query=query,
-                                    permitted=permitted, filtered=filtered,
-                                    forbidden=query.get("forbidden", []), memory=memory, rejection=rejection)
+            messages = self.plan_messages(task_source=task_source, kernel_source=kernel_source,
+                                          parent_speedup=parent_speedup, query=query, permitted=permitted,
+                                          filtered=filtered, memory=memory, rejection=rejection)
             value, reason = parse_json_answer(self._ask("planner", messages, f"{step}.{ask}", round_,
-                                                        json_expects(PLAN_SCHEMA, ids)), PLAN_SCHEMA)
-            if value is not None and value["method"] in ids:
+                                                        json_expects(PLAN_SCHEMA, None if free else ids)),
+                                              PLAN_SCHEMA)
+            if value is not None and (free or value["method"] in ids):
                 return PlanDecision(method=value["method"], plan=value["plan"],
                                     rationale=value.get("rationale", ""), asks=ask, rejections=rejections)
             if value is not None:
@@ -227,6 +284,9 @@ class Agents:
                 reason += f"; choose one of: {', '.join(ids)}"
             rejection = reason
             rejections.append(reason)
+        if free or not permitted:
+            return PlanDecision(method="unnamed", asks=reasks + 1, fallback=True, rejections=rejections,
+                                plan="make the dominant kernel faster", rationale="the planner gave no usable answer")
         top = permitted[0]
         return PlanDecision(method=top["id"], asks=reasks + 1, fallback=True, rejections=rejections,
                             plan=top.get("guidance") or f"apply {top['id']} to the dominant kernel",
@@ -234,8 +294,8 @@ class Agents:
 
     def optimize(self, *, step: str, round_: int, task_source: str, kernel_source: str,
                  method: dict[str, Any], plan: PlanDecision, memory: dict[str, Any]) -> CodeAnswer:
-        return self._code("optimizer", step, round_, task_source=task_source, kernel_source=kernel_source,
-                          method=method, plan=plan.model_dump(), memory=memory)
+        return self._code("optimizer", step, round_, self.optimize_messages(
+            task_source=task_source, kernel_source=kernel_source, method=method, plan=plan, memory=memory))
 
     def review(self, *, step: str, round_: int, task_source: str, candidate: dict[str, Any],
                result: dict[str, Any], parent: dict[str, Any] | None, memory: dict[str, Any]) -> ReviewDecision:

@@ -271,18 +271,28 @@ class LLMClient:
             step = f"json.{role}.{self._auto_step}"
         messages = ([{"role": "system", "content": system}] if system else []) + [
             {"role": "user", "content": prompt}]
+        value, reason = self.ask_json(role, messages, schema, steps=(step, f"{step}.retry"), round_=round_)
+        if value is None:
+            raise LLMError(f"llm: {role} ({step}): no valid JSON after a retry: {reason}")
+        return value
+
+    def ask_json(self, role: str, messages: list[dict[str, str]], schema: dict[str, Any], *,
+                 steps: tuple[str, ...], round_: int | None = None,
+                 expects: dict[str, Any] | None = None) -> tuple[dict[str, Any] | None, str]:
+        """The one JSON re-ask loop: ask under ``steps[0]``; while the answer is not one object valid under
+        ``schema``, ask again under the next step with the reason and the schema. (value, "") or
+        (None, the last reason)."""
+        expects = expects or {"kind": "json", "schema": schema, "how": "one JSON object matching the schema"}
         reason = ""
-        for attempt in (1, 2):
-            text = self.chat(role, messages, step=step if attempt == 1 else f"{step}.retry", round_=round_,
-                             expects={"kind": "json", "schema": schema,
-                                      "how": "one JSON object matching the schema"}).text
+        for step in steps:
+            text = self.chat(role, messages, step=step, round_=round_, expects=expects).text
             value, reason = parse_json_answer(text, schema)
             if value is not None:
-                return value
+                return value, ""
             messages = messages + [{"role": "assistant", "content": text}, {"role": "user", "content": (
                 f"That answer was not usable: {reason}. Reply with one JSON object only, matching "
                 f"this JSON schema:\n{json.dumps(schema)}")}]
-        raise LLMError(f"llm: {role} ({step}): no valid JSON after a retry: {reason}")
+        return None, reason
 
 
 # The exchange provider: a person or another agent answers through files -------------------------

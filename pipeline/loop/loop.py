@@ -87,7 +87,8 @@ class Loop:
         self.evaluator = evaluator
         self.retriever = retriever
         self.options = options or LoopOptions()
-        self.agents = Agents(llm, gpu, candidate_format=self.options.candidate_format)
+        self.agents = Agents(llm, gpu, candidate_format=self.options.candidate_format,
+                             knowledge=self.options.knowledge)
         self.memory = Memory()
         self.candidates: dict[str, Candidate] = {}
         self.parent: Candidate | None = None
@@ -248,6 +249,8 @@ class Loop:
         return query_view(data["result"]) | {"error": data.get("error")}
 
     def _optimize(self, r: int, parent: Candidate) -> tuple[str, Any, dict[str, Any]] | str:
+        if self.options.knowledge == "none":
+            return self._optimize_free(r, parent)
         query = self._profile_and_query(parent)
         grand = self._by_path(parent.parent)
         if grand is not None and query["fields"]:
@@ -275,6 +278,25 @@ class Loop:
         method = next(m for m in offered if m["id"] == plan.method)
         self._phase("optimize")
         source = self.run.read(parent.path)
+        answer = self.agents.optimize(step=f"r{r:02d}.optimize", round_=r, task_source=self.task_source,
+                                      kernel_source=source, method=method, plan=plan, memory=self.memory.view())
+        return f"r{r:02d}.optimize", answer, {"branch": "optimize", "parent": parent.path, "method": plan.method,
+                                              "plan": plan.plan, "base_source": source}
+
+    def _optimize_free(self, r: int, parent: Candidate) -> tuple[str, Any, dict[str, Any]]:
+        """The ablation arm (``knowledge: none``): no profile, no query; the planner names any technique
+        (its answer is checked for shape only) and the writer gets the plan without KB guidance."""
+        self._phase("plan")
+        source = self.run.read(parent.path)
+        failed = self.memory.failed_methods(parent.path)
+        plan: PlanDecision = self.agents.plan(
+            step=f"r{r:02d}.plan", round_=r, task_source=self.task_source, kernel_source=source,
+            parent_speedup=parent.result.get("speedup") or 0.0, query={}, permitted=[], filtered=failed,
+            memory=self.memory.view(), reasks=self.options.reask_planner)
+        self._note("plan", f"r{r:02d}.plan", {"parent": parent.path, "offered": [], "filtered": failed,
+                                              "knowledge": "none", **plan.model_dump()})
+        self._phase("optimize")
+        method = {"id": plan.method, "name": "", "guidance": ""}
         answer = self.agents.optimize(step=f"r{r:02d}.optimize", round_=r, task_source=self.task_source,
                                       kernel_source=source, method=method, plan=plan, memory=self.memory.view())
         return f"r{r:02d}.optimize", answer, {"branch": "optimize", "parent": parent.path, "method": plan.method,
