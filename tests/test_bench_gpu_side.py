@@ -1,0 +1,153 @@
+"""The GPU side of a split suite: each result recorded the moment it is measured (through the GPU pool of
+``HarnessGPU.evaluate_many``), ``--budget-s``, and ``--export-to FILE.tar`` packing every run into ONE file
+that ``--import`` and ``bench import`` take back; on a bare box with the real harness (CPU mode here)."""
+
+from __future__ import annotations
+
+import json
+import tarfile
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from kernelskill.pipeline.bench import gpu_pool
+from kernelskill.pipeline.runs import RunStore, gpu_request, gpu_side
+from kernelskill.pipeline.runs.portable import export_runs, import_runs, is_bundle
+from tests.test_loop_helpers import ADD_CANDIDATE, ADD_TASK, kernel
+
+
+def paused_runs(root: Path, n: int, candidate: str | None = None) -> list[Any]:
+    """``n`` runs paused before their seed's evaluation, as the planning side leaves them."""
+    task = root / "add.py"
+    root.mkdir(parents=True, exist_ok=True)
+    task.write_text(ADD_TASK)
+    store = RunStore(root / "runs")
+    runs = []
+    for i in range(n):
+        run = store.create(task, {"model": "m", "options": {}, "harness": {"timing_trials": 5,
+                                                                           "correctness_trials": 1}},
+                           run_id=f"{i:03d}-add")
+        rel = run.write_candidate("r00.generate", candidate or kernel(f"speedup={1.5 + i / 10:.1f}", str(i)))
+        run.log.append("loop", "run_paused", {"before": "r00.eval", "side": "gpu",
+                                              "request": gpu_request("eval", "r00.eval", rel) | {"round": 0}})
+        runs.append(run)
+    return runs
+
+
+def on_disk(run_dir: Path) -> list[dict[str, Any]]:
+    """The run's events as the file holds them now (not the writer's memory)."""
+    return [json.loads(line) for line in (run_dir / "events.jsonl").read_text().splitlines()]
+
+
+class ScriptedBackend:
+    """Stands in for the harness behind the pool (no GPU here); checks, before measuring each job, that every
+    job measured before it is already in its run's log on disk."""
+
+    name = "scripted"
+    measured: list[Path] = []
+    sleep = 0.0
+
+    def __init__(self, config: Any, gpus: Any = None) -> None:
+        ScriptedBackend.measured = []
+
+    def slots(self) -> list[Any]:
+        return [0]
+
+    def prepare(self, job: Any) -> None:
+        return None
+
+    def run(self, job: Any, slot: Any) -> dict[str, Any]:
+        for earlier in ScriptedBackend.measured:
+            assert any(e["type"] == "eval" for e in on_disk(earlier)), earlier
+        time.sleep(self.sleep)
+        ScriptedBackend.measured.append(job.run_dir)
+        speed = float(job.candidate.read_text().split("speedup=")[1].split()[0])
+        return {"status": "ok", "correct": True, "speedup": speed, "candidate_ms": 1.0, "baseline_ms": speed,
+                "details": {"gpu_name": "scripted"}}
+
+
+def test_each_result_is_recorded_the_moment_it_is_measured(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(gpu_pool, "HarnessBackend", ScriptedBackend)
+    runs = paused_runs(tmp_path, 4)
+    rows = gpu_side.evaluate_pending(runs, gpu_side.HarnessGPU(allow_cpu=True), profile_ahead=False)
+    assert sorted(r["status"] for r in rows) == ["ok"] * 4
+    assert len(ScriptedBackend.measured) == 4
+    for run in runs:
+        [event] = [e for e in on_disk(run.path) if e["type"] == "eval"]
+        assert event["step"] == "r00.eval" and event["data"]["result"]["details"]["gpu_name"] == "scripted"
+
+
+def test_budget_leaves_the_rest_pending(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(gpu_pool, "HarnessBackend", ScriptedBackend)
+    monkeypatch.setattr(gpu_side, "EVAL_ESTIMATE_S", 0.0)
+    monkeypatch.setattr(ScriptedBackend, "sleep", 0.4)
+    runs = paused_runs(tmp_path, 6)
+    rows = gpu_side.evaluate_pending(runs, gpu_side.HarnessGPU(allow_cpu=True), deadline=time.monotonic() + 1.0)
+    done = [r for r in rows if r["status"] == "ok"]
+    left = [r for r in rows if r["status"] == gpu_side.NOT_STARTED]
+    assert done and left and len(done) + len(left) == 6
+    for run in runs:  # measured ones are recorded; the others still wait for the same step
+        recorded = any(e["type"] == "eval" for e in on_disk(run.path))
+        assert recorded == (run.id in {r["run"] for r in done})
+    assert {s.run.id for s in gpu_side.pending_gpu_steps(gpu_side.find_runs(tmp_path / "runs"))} == {
+        r["run"] for r in left}
+
+
+class _Scripted:
+    """gpu_side's evaluator stand-in for main(): the loop's seam, no batch entry point."""
+
+    def __init__(self, **kw: Any) -> None:
+        pass
+
+    def check(self) -> None:
+        return None
+
+    def evaluate(self, task: Path, candidate: Path, *, seed: int | None = None) -> dict[str, Any]:
+        return {"status": "ok", "correct": True, "speedup": 1.5, "candidate_ms": 1.0, "baseline_ms": 1.5}
+
+    def profile(self, task: Path, candidate: Path) -> dict[str, Any]:
+        return {"ok": False, "message": "no ncu", "csv": ""}
+
+
+def test_export_to_one_file_and_import_it_back(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    here = paused_runs(tmp_path / "here", 3)
+    carry, _ = export_runs([r.path for r in here], tmp_path / "carry.tar")
+    assert is_bundle(carry) and not is_bundle(tmp_path / "here" / "add.py")
+    monkeypatch.setattr(gpu_side, "HarnessGPU", _Scripted)
+    box = tmp_path / "box" / "runs"
+    back = tmp_path / "out" / "back.tar"
+    assert gpu_side.main([str(box), "--import", str(carry), "--export-to", str(back), "--no-profile-ahead"]) == 0
+    with tarfile.open(back) as tar:  # ONE file, one archive per run inside
+        assert sorted(m.name for m in tar.getmembers()) == [f"{r.id}.kernelskill-run.tar.gz" for r in here]
+    paths = import_runs(back, tmp_path / "here" / "runs", replace=True)
+    assert [p.name for p in paths] == [r.id for r in here]
+    for run in here:
+        assert [e["type"] for e in on_disk(run.path)][-1] == "eval"
+    # a bundle member that is not a run archive is refused whole
+    bad = tmp_path / "bad.tar"
+    with tarfile.open(bad, "w") as tar:
+        tar.add(tmp_path / "here" / "add.py", arcname="../add.py")
+    with pytest.raises(Exception, match="not a run archive"):
+        import_runs(bad, tmp_path / "elsewhere")
+
+
+@pytest.mark.slow
+def test_bare_box_budget_and_one_file_with_the_real_harness(tmp_path: Path) -> None:
+    """On a box with only torch and the standard library: the real harness (CPU mode) through the pool."""
+    from tests.test_split_gpu_side import bare_box
+
+    here = paused_runs(tmp_path / "here", 2, candidate=ADD_CANDIDATE)
+    carry, _ = export_runs([r.path for r in here], tmp_path / "carry.tar")
+    box = tmp_path / "box"
+    done = bare_box(str(box / "runs"), "--import", str(carry), "--export-to", str(box / "back.tar"), "--allow-cpu",
+                    "--budget-s", "600", "--json", "--no-profile-ahead", cwd=box)
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert "LOADED []" in done.stderr
+    rows = json.loads(done.stdout)
+    assert [r["status"] for r in rows] == ["ok", "ok"]
+    import_runs(box / "back.tar", tmp_path / "here" / "runs", replace=True)
+    for run in here:
+        [event] = [e for e in on_disk(run.path) if e["type"] == "eval"]
+        assert event["data"]["result"]["correct"] and event["data"]["result"]["details"]["gpu_name"] == "cpu"
