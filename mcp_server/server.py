@@ -114,7 +114,7 @@ class KernelskillMCP:
 
     # -- resources ----------------------------------------------------------------------------
     def _store(self) -> Any:
-        from kernelskill.kb.store import open_store
+        from kernelskill.kb.home import open_store
 
         return open_store(self.ctx.settings(), read_only=True)
 

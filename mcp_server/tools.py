@@ -90,7 +90,7 @@ class RunsResumeArgs(RunArgs):
 
 
 class BenchReportArgs(Args):
-    suite: str = Field(description="The benchmark suite's folder or id (as `kernelskill bench report` takes it).")
+    suite: str = Field(description="The suite's folder (as `kernelskill bench report SUITE_DIR` takes it).")
 
 
 @dataclass(frozen=True)
@@ -150,7 +150,7 @@ def run_features(ctx: Ctx, args: FeaturesArgs) -> Any:
 
 
 def run_kb_search(ctx: Ctx, args: KbSearchArgs) -> Any:
-    from kernelskill.kb.store import open_store
+    from kernelskill.kb.home import open_store
 
     with open_store(ctx.settings(), read_only=True) as store:
         return store.search_docs(args.text, k=args.k, methods=args.methods or None, bottleneck=args.bottleneck)
@@ -158,7 +158,7 @@ def run_kb_search(ctx: Ctx, args: KbSearchArgs) -> Any:
 
 def run_kb_show(ctx: Ctx, args: KbShowArgs) -> Any:
     from kernelskill.commands.kb import show_data
-    from kernelskill.kb.store import open_store
+    from kernelskill.kb.home import open_store
 
     with open_store(ctx.settings(), read_only=True) as store:
         return show_data(store, args.id)
@@ -214,11 +214,12 @@ def run_runs_resume(ctx: Ctx, args: RunsResumeArgs) -> Any:
 
 def run_bench_report(ctx: Ctx, args: BenchReportArgs) -> Any:
     try:
-        from kernelskill.pipeline.bench import report_data  # built separately; may be absent in this install
-    except ImportError as exc:
+        from kernelskill.pipeline.bench.report import suite_report
+        from kernelskill.pipeline.bench.suite import Suite
+    except ImportError as exc:  # an install without the benchmark suite
         raise KernelskillError(f"bench_report: the benchmark suite is not available in this install ({exc})") \
             from None
-    return report_data(ctx.settings(), args.suite)
+    return suite_report(Suite.open(Path(args.suite)))
 
 
 TOOLS: dict[str, Tool] = {t.name: t for t in (
@@ -242,6 +243,7 @@ TOOLS: dict[str, Tool] = {t.name: t for t in (
          RunsAnswerArgs, run_runs_answer),
     Tool("runs_resume", "Continue a run until it finishes or needs the other side (an LLM answer, or a GPU). "
          "Same JSON as `kernelskill runs resume RUN --json`.", RunsResumeArgs, run_runs_resume),
-    Tool("bench_report", "The report of a benchmark suite run. Same JSON as `kernelskill bench report --json`.",
+    Tool("bench_report", "A benchmark suite's report: per level and overall correctness, failure classes, fast_p "
+         "vs eager and torch.compile, geomean. Same JSON as `kernelskill bench report --json`.",
          BenchReportArgs, run_bench_report),
 )}

@@ -46,6 +46,8 @@ def home(tmp_path_factory: pytest.TempPathFactory) -> Path:
     task = h.parent / "relu2.py"
     task.write_text(TASK)
     cli("optimize", str(task), "--rounds", "1", "--llm", "exchange", "--home", str(h), *PLUGINS, code=3)
+    cli("bench", "run", str(task), "--rounds", "1", "--llm", "exchange", "--home", str(h), "--suite",
+        str(h.parent / "suite"), "--no-progress", *PLUGINS, code=3)  # a suite paused at its first LLM step
     return h
 
 
@@ -138,10 +140,10 @@ def test_every_tool_over_stdio(home: Path) -> None:
             assert resumed["status"] == "paused" and "GPU step" in resumed["waiting"]
             assert (await c.ok("runs_pending", {"run": run_id}))[0]["side"] == "gpu"
 
-            try:
-                import kernelskill.pipeline.bench  # noqa: F401  (built separately)
-            except ImportError:
-                assert "not available" in await c.error("bench_report", {"suite": "nope"})
+            suite = str(home.parent / "suite")
+            report = await c.ok("bench_report", {"suite": suite})
+            assert report == json.loads(cli("bench", "report", suite, "--json"))
+            assert report["overall"]["tasks"] == 1
 
             # malformed calls: tool errors, and the server keeps serving
             assert "unknown tool 'nope'" in await c.error("nope", {})
@@ -153,6 +155,7 @@ def test_every_tool_over_stdio(home: Path) -> None:
             assert "no such profile file" in await c.error("query", {"kernel": str(KERNEL),
                                                                       "profile": "/nonexistent/p.csv"})
             assert "not found" in await c.error("runs_pending", {"run": "no-such-run"})
+            assert await c.error("bench_report", {"suite": str(home.parent / "no-suite")})
             assert "no KB object" in await c.error("kb_show", {"id": "missing_method"})
             echoed = await c.error("kb_show", {"id": SECRET})  # a secret in an error message is masked
             assert "***" in echoed
