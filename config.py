@@ -84,7 +84,7 @@ class LoopSettings(_Section):
     verify_candidates: int = Field(default=3, ge=0)  # how many of the best to try when the best fails it
     # what the code-writing roles are asked for: load_inline extensions, or the harness's fast path
     # (kernels compiled with nvcc -cubin and launched without a C++ extension; pipeline/harness/FASTPATH.md)
-    candidate_format: Literal["load_inline", "fastpath"] = "load_inline"
+    candidate_format: Literal["load_inline", "fastpath", "triton"] = "load_inline"
     # kb: the planner chooses among the knowledge base's permitted methods; none (the ablation arm): no
     # profile, no query, the planner gets no retrieved case, methods or evidence and chooses freely
     knowledge: Literal["kb", "none"] = "kb"

@@ -201,7 +201,7 @@ def bench() -> None:
 @click.option("--base-url", default=None)
 @click.option("--stop-before", "stop_before", type=click.Choice(["gpu", "llm"]), multiple=True,
               help="Pause every run before that side (split suites: plan here, evaluate on the GPU box).")
-@click.option("--format", "candidate_format", type=click.Choice(["load_inline", "fastpath"]), default=None)
+@click.option("--format", "candidate_format", type=click.Choice(["load_inline", "fastpath", "triton"]), default=None)
 @click.option("--evaluator", "evaluator_spec", default=None, metavar="local|ray|MODULE:ATTR",
               help="Who runs the GPU steps (default: settings bench.evaluator, local).")
 @click.option("--gpu-slots", type=click.IntRange(1, 1024), default=1,

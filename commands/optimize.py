@@ -250,9 +250,10 @@ def report_result(ctx: Any, run: Any, result: Any) -> None:
 @click.option("--stop-before", "stop_before", type=click.Choice(STOP_SIDES), multiple=True,
               help="Pause before the first step of that side (split runs: plan here, evaluate there).")
 @click.option("--resume", "resume", default=None, metavar="RUN_ID", help="Continue a run where it stopped.")
-@click.option("--format", "candidate_format", type=click.Choice(["load_inline", "fastpath"]), default=None,
+@click.option("--format", "candidate_format", type=click.Choice(["load_inline", "fastpath", "triton"]), default=None,
               help="What candidates the LLM writes: load_inline extensions, or the harness's fast path "
-                   "(nvcc -cubin kernels launched without a C++ extension; builds in about a second).")
+                   "(nvcc -cubin kernels launched without a C++ extension; builds in about a second), or Triton "
+                   "(@triton.jit kernels launched from forward).")
 @click.option("--knowledge", type=click.Choice(["kb", "none"]), default=None,
               help="kb (default): the planner chooses among the knowledge base's permitted methods; none: the "
                    "ablation arm, the same loop with no profile, no query and no retrieved knowledge.")

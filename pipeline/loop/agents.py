@@ -19,6 +19,7 @@ from typing import Any
 import jinja2
 from pydantic import BaseModel
 
+from kernelskill.pipeline.loop.formats import format_problem, prompt_context
 from kernelskill.pipeline.loop.llm import LLMClient, parse_json_answer
 
 PROMPTS_DIR = Path(__file__).resolve().parents[2] / "prompts"
@@ -77,9 +78,10 @@ def render(template: str, **context: Any) -> str:
 def messages_for(role: str, *, candidate_format: str = "load_inline", template: str | None = None,
                  **context: Any) -> list[dict[str, str]]:
     """The system and user messages of ``role``: ``partials/system.j2`` and ``<role>.j2`` (or ``template``)."""
-    system = render("partials/system.j2", role=role, candidate_format=candidate_format)
+    fmt = prompt_context(candidate_format)  # the templates branch on the candidate format (and the protocol)
+    system = render("partials/system.j2", role=role, protocol=context.get("protocol"), **fmt)
     return [{"role": "system", "content": system.strip()},
-            {"role": "user", "content": render(template or f"{role}.j2", **context).strip() + "\n"}]
+            {"role": "user", "content": render(template or f"{role}.j2", **fmt, **context).strip() + "\n"}]
 
 
 def default_gpu(arch: str = "sm_90", name: str = "NVIDIA GPU") -> dict[str, str]:
@@ -88,8 +90,8 @@ def default_gpu(arch: str = "sm_90", name: str = "NVIDIA GPU") -> dict[str, str]
 
 
 # Code answers -----------------------------------------------------------------------------------
-def extract_code(text: str) -> tuple[str | None, str]:
-    """(code, "") for the block that defines ModelNew, else (None, reason)."""
+def extract_code(text: str, candidate_format: str = "load_inline") -> tuple[str | None, str]:
+    """(code, "") for the block that defines ModelNew (a file of ``candidate_format``), else (None, reason)."""
     blocks = [(lang.lower(), body) for lang, body in _FENCE.findall(text)]
     code: str | None = None
     with_model = [body for lang, body in blocks if _MODELNEW.search(body) and lang in ("", "python", "py",
@@ -112,13 +114,18 @@ def extract_code(text: str) -> tuple[str | None, str]:
         return None, f"the code does not parse: line {exc.lineno}: {exc.msg}"
     if not any(isinstance(n, ast.ClassDef) and n.name == "ModelNew" for n in tree.body):
         return None, "ModelNew must be a top-level class"
-    return code, ""
+    problem = format_problem(code, candidate_format)
+    return (None, problem) if problem else (code, "")
 
 
 # The expected shape of an answer, as stored with a request (the ``exchange`` provider) ----------------
-def code_expects() -> dict[str, Any]:
-    return {"kind": "code", "defines": "ModelNew",
-            "how": "the whole Python file in one ```python block that defines class ModelNew"}
+def code_expects(candidate_format: str = "load_inline") -> dict[str, Any]:
+    out: dict[str, Any] = {"kind": "code", "defines": "ModelNew",
+                           "how": "the whole Python file in one ```python block that defines class ModelNew"}
+    if candidate_format == "triton":
+        out["format"] = "triton"
+        out["how"] += " and its @triton.jit kernels"
+    return out
 
 
 def json_expects(schema: dict[str, Any], method_in: list[str] | None = None) -> dict[str, Any]:
@@ -135,7 +142,7 @@ def check_answer(expects: dict[str, Any], text: str) -> str:
     a planner's method from the permitted list)."""
     kind = expects.get("kind")
     if kind == "code":
-        return extract_code(text)[1]
+        return extract_code(text, expects.get("format") or "load_inline")[1]
     if kind == "json":
         value, reason = parse_json_answer(text, expects.get("schema") or {"type": "object"})
         if value is None:
@@ -222,14 +229,15 @@ class Agents:
     def _code(self, role: str, step: str, round_: int | None, messages: list[dict[str, str]] | None = None,
               **context: Any) -> CodeAnswer:
         messages = messages or self._messages(role, **context)
-        text = self._ask(role, messages, f"{step}.1", round_, code_expects())
-        code, reason = extract_code(text)
+        text = self._ask(role, messages, f"{step}.1", round_, code_expects(self.candidate_format))
+        code, reason = extract_code(text, self.candidate_format)
         if code is not None:
             return CodeAnswer(code=code)
         messages = messages + [{"role": "assistant", "content": text}, {"role": "user", "content": (
             f"That answer could not be used: {reason}. Return the whole file in one ```python block "
             "that defines class ModelNew.")}]
-        code, reason2 = extract_code(self._ask(role, messages, f"{step}.2", round_, code_expects()))
+        code, reason2 = extract_code(self._ask(role, messages, f"{step}.2", round_,
+                                               code_expects(self.candidate_format)), self.candidate_format)
         return CodeAnswer(code=code, reason="" if code else reason2, asks=2)
 
     def _json(self, role: str, schema: dict[str, Any], step: str, round_: int | None,
