@@ -141,7 +141,7 @@ def pending_cmd(ctx, run: str) -> None:
 @runs.command("answer")
 @click.argument("run")
 @click.argument("request_id")
-@click.argument("answer_file", type=click.File("r", encoding="utf-8"))
+@click.argument("answer_file", type=click.File("rb"))
 @click.option("--by", "by", default="runs answer", show_default=True,
               help="who wrote the answer (a person, an agent's name); the report credits it")
 @common_options
@@ -150,8 +150,13 @@ def answer_cmd(ctx, run: str, request_id: str, answer_file, by: str) -> None:
 
     The answer is checked like an API answer of that role; an unusable one is refused with the reason
     and nothing is stored (the run stays paused)."""
-    data = answer_step(ctx, _store(ctx).open(run), request_id, answer_file.read(), by=by,
-                       source=getattr(answer_file, "name", "<stdin>"))
+    from kernelskill.pipeline.runs.bounds import MAX_ANSWER_FILE_BYTES
+    from kernelskill.pipeline.runs.exchange import read_answer_file
+
+    source = getattr(answer_file, "name", "<stdin>")
+    # UTF-8 and within the size bound (never read past it), or one line
+    text = read_answer_file(answer_file.read(MAX_ANSWER_FILE_BYTES + 1), source)
+    data = answer_step(ctx, _store(ctx).open(run), request_id, text, by=by, source=source)
     emit(ctx, data, lambda d: click.echo(f"stored the {d['role']} answer for {d['request']}; continue with "
                                          f"`{d['next']}`"))
 

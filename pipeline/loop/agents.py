@@ -21,6 +21,8 @@ from pydantic import BaseModel
 
 from kernelskill.pipeline.loop.formats import format_problem, prompt_context
 from kernelskill.pipeline.loop.llm import LLMClient, parse_json_answer
+from kernelskill.pipeline.runs.bounds import parse_python, text_problem
+from kernelskill.pipeline.runs.redact import redact
 
 PROMPTS_DIR = Path(__file__).resolve().parents[2] / "prompts"
 ROLES = ("generator", "reviewer", "diagnoser", "repairer", "planner", "optimizer")
@@ -80,8 +82,9 @@ def messages_for(role: str, *, candidate_format: str = "load_inline", template: 
     """The system and user messages of ``role``: ``partials/system.j2`` and ``<role>.j2`` (or ``template``)."""
     fmt = prompt_context(candidate_format)  # the templates branch on the candidate format (and the protocol)
     system = render("partials/system.j2", role=role, protocol=context.get("protocol"), **fmt)
-    return [{"role": "system", "content": system.strip()},
-            {"role": "user", "content": render(template or f"{role}.j2", **fmt, **context).strip() + "\n"}]
+    user = render(template or f"{role}.j2", **fmt, **context).strip() + "\n"
+    # a secret that reached the context (an error message quoting a key) never reaches a prompt
+    return [{"role": "system", "content": redact(system.strip())}, {"role": "user", "content": redact(user)}]
 
 
 def default_gpu(arch: str = "sm_90", name: str = "NVIDIA GPU") -> dict[str, str]:
@@ -91,7 +94,11 @@ def default_gpu(arch: str = "sm_90", name: str = "NVIDIA GPU") -> dict[str, str]
 
 # Code answers -----------------------------------------------------------------------------------
 def extract_code(text: str, candidate_format: str = "load_inline") -> tuple[str | None, str]:
-    """(code, "") for the block that defines ModelNew (a file of ``candidate_format``), else (None, reason)."""
+    """(code, "") for the block that defines ModelNew (a file of ``candidate_format``), else (None, reason).
+    Never raises: an answer outside the bounds of :mod:`~kernelskill.pipeline.runs.bounds` is a reason."""
+    problem = text_problem(text)
+    if problem:
+        return None, problem
     blocks = [(lang.lower(), body) for lang, body in _FENCE.findall(text)]
     code: str | None = None
     with_model = [body for lang, body in blocks if _MODELNEW.search(body) and lang in ("", "python", "py",
@@ -108,10 +115,9 @@ def extract_code(text: str, candidate_format: str = "load_inline") -> tuple[str 
         return None, ("no code block defines class ModelNew" if blocks or text.strip()
                       else "the answer was empty")
     code = code.strip("\n") + "\n"
-    try:
-        tree = ast.parse(code)
-    except SyntaxError as exc:
-        return None, f"the code does not parse: line {exc.lineno}: {exc.msg}"
+    tree, problem = parse_python(code)
+    if tree is None:
+        return None, problem
     if not any(isinstance(n, ast.ClassDef) and n.name == "ModelNew" for n in tree.body):
         return None, "ModelNew must be a top-level class"
     problem = format_problem(code, candidate_format)
@@ -140,6 +146,9 @@ def check_answer(expects: dict[str, Any], text: str) -> str:
     """Why ``text`` is not a usable answer of that shape ("" when it is): the same parsers and rules
     that the roles apply to an API answer (code defining ModelNew; JSON valid under the role's schema;
     a planner's method from the permitted list)."""
+    problem = text_problem(text)
+    if problem:
+        return problem
     kind = expects.get("kind")
     if kind == "code":
         return extract_code(text, expects.get("format") or "load_inline")[1]

@@ -29,7 +29,9 @@ from pydantic import BaseModel, Field
 from kernelskill.config import LLMSettings
 from kernelskill.errors import KernelskillError
 from kernelskill.pipeline.runs import EVENTS, EventLog, Paused
+from kernelskill.pipeline.runs.bounds import loads_json, text_problem
 from kernelskill.pipeline.runs.exchange import Exchange, Request
+from kernelskill.pipeline.runs.redact import redact, register
 
 log = logging.getLogger(__name__)
 
@@ -88,6 +90,7 @@ class LLMClient:
         self.settings = settings
         self.log = log_
         self.provider = settings.provider
+        register(settings.api_key, settings.resolved_api_key())  # a key from kernelskill.toml is a secret too
         self.replay_from = replay_from
         self.totals = Totals()
         self._client: Any = None
@@ -156,7 +159,8 @@ class LLMClient:
         if step is None:
             self._auto_step += 1
             step = f"call.{role}.{self._auto_step}"
-        recorded = self.log.find(step, "llm_call") if self.log is not None else None
+        messages = redact(messages)  # no secret is sent, posted or recorded (a key in an error message...)
+        recorded = self._recorded(step)
         if recorded is not None:
             self.totals.calls += 1
             return _response_from_event(recorded, from_log=True)
@@ -172,7 +176,7 @@ class LLMClient:
             response = PROVIDERS[self.provider](self, role, messages, step)
         else:
             try:
-                response = self._request(role, messages, step, **kw)
+                response = self._bounded_request(role, messages, step, round_, **kw)
             except LLMError as exc:
                 if self.log is not None:  # for analysis; the step stays unanswered and is asked again on resume
                     self.log.append("llm", "llm_error", {"role": role, "model": self.settings.model,
@@ -193,6 +197,39 @@ class LLMClient:
             }, step=step, round_=round_)
         return response
 
+    def _recorded(self, step: str) -> dict[str, Any] | None:
+        """The recorded answer of ``step`` that is within bounds. A run written by an older version may
+        hold an answer that no parser can take (thousands of nested brackets): it counts as unanswered,
+        so the step is asked again instead of crashing every resume."""
+        if self.log is None or self.log.find(step, "llm_call") is None:
+            return None
+        for event in self.log.of_type("llm_call"):
+            if event.get("step") != step:
+                continue
+            problem = text_problem((event.get("data") or {}).get("text", ""))
+            if not problem:
+                return event
+            log.warning("step %s: the recorded answer is refused (%s); asking again", step, problem)
+        return None
+
+    def _bounded_request(self, role: str, messages: list[dict[str, str]], step: str, round_: int | None,
+                         **kw: Any) -> LLMResponse:
+        """An API answer within bounds, or :class:`LLMError`: an answer outside them is never recorded as
+        the step's answer; it is noted (``llm_refused``, size and reason only) and asked again."""
+        reasons: list[str] = []
+        for _ in range(max(0, self.settings.max_retries) + 1):
+            response = self._request(role, messages, step, **kw)
+            problem = text_problem(response.text)
+            if not problem:
+                return response
+            reasons.append(problem)
+            if self.log is not None:
+                self.log.append("llm", "llm_refused", {"role": role, "model": self.settings.model,
+                                                       "reason": problem, "chars": len(response.text)},
+                                step=step, round_=round_)
+            log.warning("llm %s %s: answer refused (%s); asking again", role, step, problem)
+        raise LLMError(f"llm: {role} ({step}): every answer was outside the bounds: {'; '.join(reasons)}")
+
     def _exchange(self) -> Exchange | None:
         return Exchange(self.log.path.parent) if self.log is not None else None
 
@@ -200,6 +237,11 @@ class LLMClient:
         exchange = self._exchange()
         answer = exchange.answer_for(step) if exchange is not None else None
         if answer is None or answer.text is None:
+            return None
+        problem = text_problem(answer.text)
+        if problem:  # written by hand or by an older version: the step still waits for an answer
+            log.warning("step %s: the answer file is refused (%s); the step waits for a new answer", step, problem)
+            exchange.set_aside(step, problem)
             return None
         return LLMResponse(text=answer.text, provider="exchange", request_id=f"exchange:{step}",
                            answered_by=answer.answered_by)
@@ -210,6 +252,9 @@ class LLMClient:
         if event is None:
             raise LLMError(f"replay: {self.replay_from.path}: no recorded answer for step {step}")
         response = _response_from_event(event, from_log=False)
+        problem = text_problem(response.text)
+        if problem:
+            raise LLMError(f"replay: {self.replay_from.path}: the recorded answer of {step} is refused: {problem}")
         return response.model_copy(update={"provider": "replay", "cost_usd": 0.0, "latency_s": 0.0})
 
     def _request(self, role: str, messages: list[dict[str, str]], step: str, **kw: Any) -> LLMResponse:
@@ -370,6 +415,9 @@ _FENCE = re.compile(r"```(?:json)?\s*\n(.*?)```", re.S)
 
 def parse_json_answer(text: str, schema: dict[str, Any]) -> tuple[dict[str, Any] | None, str]:
     """(value, "") when ``text`` holds a JSON object valid under ``schema``, else (None, reason)."""
+    problem = text_problem(text)
+    if problem:
+        return None, problem
     candidates = [m.group(1) for m in _FENCE.finditer(text)]
     start, end = text.find("{"), text.rfind("}")
     if start != -1 and end > start:
@@ -378,10 +426,9 @@ def parse_json_answer(text: str, schema: dict[str, Any]) -> tuple[dict[str, Any]
         return None, "no JSON object found"
     reason = "no JSON object found"
     for chunk in candidates:
-        try:
-            value = json.loads(chunk)
-        except json.JSONDecodeError as exc:
-            reason = f"invalid JSON ({exc.msg} at line {exc.lineno})"
+        value, problem = loads_json(chunk)
+        if problem:
+            reason = problem
             continue
         if not isinstance(value, dict):
             reason = "the JSON is not an object"

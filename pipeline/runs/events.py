@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from kernelskill.errors import KernelskillError
+from kernelskill.pipeline.runs.redact import Redactor
 
 log = logging.getLogger(__name__)
 
@@ -102,19 +103,21 @@ class EventLog:
         return [e for e in self._events if e.get("type") == type_]
 
     # writing --------------------------------------------------------------------------------
-    def _clean(self, value: Any) -> Any:
+    def _clean(self, value: Any, redactor: Redactor | None = None) -> Any:
+        redactor = redactor or Redactor()
         if isinstance(value, str):
             for needle, replacement in self._scrub:
                 value = value.replace(needle, replacement)
-            return value
+            return redactor.text(value)
         if isinstance(value, dict):
-            return {str(k): self._clean(v) for k, v in value.items()}
+            return {str(k): self._clean(v, redactor) for k, v in value.items()}
         if isinstance(value, list | tuple):
-            return [self._clean(v) for v in value]
+            return [self._clean(v, redactor) for v in value]
         return value
 
     def scrub(self, value: Any) -> Any:
-        """``value`` with this machine's paths and host name replaced, as every event is stored."""
+        """``value`` with this machine's paths and host name replaced and every secret redacted
+        (:mod:`.redact`), as every event is stored."""
         return self._clean(value)
 
     def append(self, kind: str, type_: str, data: dict[str, Any] | None = None, *,

@@ -28,6 +28,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 from kernelskill.errors import KernelskillError
+from kernelskill.pipeline.runs.bounds import decode_text, text_problem
 
 log = logging.getLogger(__name__)
 
@@ -81,6 +82,14 @@ class Answer:
     answered_at: str = field(default_factory=_now)
 
 
+def read_answer_file(data: bytes, source: str) -> str:
+    """The text of an answer file: UTF-8 within the size bound, else a one-line :class:`ExchangeError`."""
+    text, problem = decode_text(data, source)
+    if text is None:
+        raise ExchangeError(f"{problem} (nothing stored; the run still waits for it)")
+    return text
+
+
 class Exchange:
     """The request/answer folder of one run."""
 
@@ -118,11 +127,33 @@ class Exchange:
         return path
 
     def answer_for(self, rid: str) -> Answer | None:
+        """The stored answer of ``rid``; None when there is none, or when the file cannot be read as one
+        (it is then set aside, and the step waits for a new answer)."""
         path = self._answer_path(rid)
         if not path.is_file():
             return None
-        data = json.loads(path.read_text(encoding="utf-8"))
+        text, problem = decode_text(path.read_bytes(), str(path))
+        data: Any = None
+        if text is not None:
+            try:
+                data = json.loads(text)
+            except (ValueError, RecursionError) as exc:
+                problem = f"{path.name}: not JSON ({' '.join(str(exc).split())[:120]})"
+        if data is not None and not (isinstance(data, dict) and set(data) <= set(Answer.__dataclass_fields__)
+                                     and isinstance(data.get("id"), str)):
+            problem = f"{path.name}: not an answer record"
+        if problem:
+            log.warning("%s; set aside", problem)
+            self.set_aside(rid, problem)
+            return None
         return Answer(**data)
+
+    def set_aside(self, rid: str, reason: str) -> None:
+        """Move an unusable answer file out of the way (kept for inspection as ``<id>.answer.refused``)."""
+        path = self._answer_path(rid)
+        if path.exists():
+            os.replace(path, path.with_name(f"{rid}.answer.refused"))
+            log.info("answer of %s set aside: %s", rid, reason)
 
     # the answering side ------------------------------------------------------------------
     def request(self, rid: str) -> Request:
@@ -155,6 +186,9 @@ class Exchange:
             raise ExchangeError(f"request {req.id!r} is an llm step: the answer needs text")
         if req.kind == "gpu" and answer.result is None:
             raise ExchangeError(f"request {req.id!r} is a gpu step: the answer needs a result")
+        problem = text_problem(answer.text) if answer.text is not None else ""
+        if problem:
+            raise ExchangeError(f"request {req.id!r}: the answer is refused: {problem}")
         atomic_write_text(path, json.dumps(asdict(answer), indent=2, sort_keys=True))
         log.info("answered %s", req.id)
         return path

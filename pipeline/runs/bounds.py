@@ -1,0 +1,141 @@
+"""Bounds on text that comes from outside a run (an LLM answer, an answer file, an imported archive).
+
+Such text is checked *before* anything is recorded or parsed by code that recurses: at most
+:data:`MAX_ANSWER_CHARS` characters, brackets nested at most :data:`MAX_NESTING` deep, no run of more
+than :data:`MAX_UNARY_RUN` prefix operators (``- - - - 1``), and JSON at most :data:`MAX_JSON_DEPTH` deep.
+The checks are linear scans: a 200,000-character answer costs milliseconds and never reaches Python's
+recursion limit or the parser's stack. The safe parsers below turn whatever the parsers still raise
+(RecursionError, MemoryError, "too many nested parentheses") into a reason.
+
+Standard library only (the GPU side imports the run package on a bare box).
+"""
+
+from __future__ import annotations
+
+import ast
+import json
+from typing import Any
+
+MAX_ANSWER_CHARS = 256 * 1024
+MAX_NESTING = 100
+MAX_UNARY_RUN = 100
+MAX_JSON_DEPTH = 32
+MAX_AST_DEPTH = 200
+MAX_ANSWER_FILE_BYTES = 4 * MAX_ANSWER_CHARS
+
+_OPEN = {"(": ")", "[": "]", "{": "}"}
+_CLOSE = set(_OPEN.values())
+_UNARY = set("-+~!")
+
+
+def nesting_depth(text: str) -> int:
+    """The deepest bracket nesting of ``text`` (strings are not skipped: a bound, not a parser)."""
+    depth = deepest = 0
+    for ch in text:
+        if ch in _OPEN:
+            depth += 1
+            if depth > deepest:
+                deepest = depth
+        elif ch in _CLOSE and depth:
+            depth -= 1
+    return deepest
+
+
+def longest_unary_run(text: str) -> int:
+    """The longest run of prefix operators (``-``, ``+``, ``~``, ``!``) with only blanks between them."""
+    longest = run = 0
+    for ch in text:
+        if ch in _UNARY:
+            run += 1
+            if run > longest:
+                longest = run
+        elif ch not in " \t":
+            run = 0
+    return longest
+
+
+def text_problem(text: str) -> str:
+    """Why ``text`` is refused before it is parsed or stored ("" when it is within bounds)."""
+    if not isinstance(text, str):
+        return "the answer is not text"
+    if len(text) > MAX_ANSWER_CHARS:
+        return f"the answer is {len(text):,} characters long (at most {MAX_ANSWER_CHARS:,})"
+    depth = nesting_depth(text)
+    if depth > MAX_NESTING:
+        return f"brackets nest {depth} levels deep (at most {MAX_NESTING})"
+    run = longest_unary_run(text)
+    if run > MAX_UNARY_RUN:
+        return f"a chain of {run} prefix operators (at most {MAX_UNARY_RUN})"
+    return ""
+
+
+def decode_text(data: bytes, source: str) -> tuple[str | None, str]:
+    """``(text, "")`` for UTF-8 bytes within the size bound, else ``(None, reason)``."""
+    if len(data) > MAX_ANSWER_FILE_BYTES:
+        return None, f"{source}: {len(data):,} bytes (at most {MAX_ANSWER_FILE_BYTES:,})"
+    try:
+        return data.decode("utf-8-sig"), ""
+    except UnicodeDecodeError as exc:
+        return None, f"{source}: not UTF-8 text (byte {exc.start}: {data[exc.start:exc.start + 1]!r})"
+
+
+def ast_depth(tree: ast.AST) -> int:
+    deepest = 0
+    stack = [(tree, 0)]
+    while stack:
+        node, level = stack.pop()
+        deepest = max(deepest, level)
+        stack.extend((child, level + 1) for child in ast.iter_child_nodes(node))
+    return deepest
+
+
+def parse_python(code: str) -> tuple[ast.Module | None, str]:
+    """``(tree, "")``, or ``(None, reason)`` for code that does not parse, exceeds the bounds, or is
+    nested deeper than later passes (visitors recurse) can walk."""
+    problem = text_problem(code)
+    if problem:
+        return None, problem
+    try:
+        tree = ast.parse(code)
+    except SyntaxError as exc:
+        return None, f"the code does not parse: line {exc.lineno}: {exc.msg}"
+    except (RecursionError, MemoryError, ValueError):
+        return None, "the code is nested too deeply to parse"
+    depth = ast_depth(tree)
+    if depth > MAX_AST_DEPTH:
+        return None, f"the code nests {depth} levels deep (at most {MAX_AST_DEPTH})"
+    return tree, ""
+
+
+def json_depth(value: Any) -> int:
+    deepest = 0
+    stack = [(value, 1)]
+    while stack:
+        item, level = stack.pop()
+        if isinstance(item, dict | list):
+            deepest = max(deepest, level)
+            stack.extend((v, level + 1) for v in (item.values() if isinstance(item, dict) else item))
+    return deepest
+
+
+def loads_json(text: str) -> tuple[Any, str]:
+    """``(value, "")`` or ``(None, reason)``; never raises. Non-finite numbers (NaN, Infinity) are refused."""
+    if len(text) > MAX_ANSWER_CHARS:
+        return None, f"{len(text):,} characters of JSON (at most {MAX_ANSWER_CHARS:,})"
+    if nesting_depth(text) > MAX_JSON_DEPTH * 2:
+        return None, f"JSON nested deeper than {MAX_JSON_DEPTH} levels"
+
+    def _constant(name: str) -> Any:
+        raise ValueError(f"{name} is not a JSON number")
+
+    try:
+        value = json.loads(text, parse_constant=_constant)
+    except json.JSONDecodeError as exc:
+        return None, f"invalid JSON ({exc.msg} at line {exc.lineno})"
+    except (RecursionError, MemoryError):
+        return None, f"JSON nested deeper than {MAX_JSON_DEPTH} levels"
+    except ValueError as exc:
+        return None, f"invalid JSON ({exc})"
+    if json_depth(value) > MAX_JSON_DEPTH:
+        return None, f"JSON nested deeper than {MAX_JSON_DEPTH} levels"
+    return value, ""
