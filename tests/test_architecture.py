@@ -81,7 +81,9 @@ def _graph() -> dict[str, set[str]]:
                     target = node.module or ""
                 if target.split(".")[0] != "kernelskill":
                     continue
-                targets = [target] + [f"{target}.{a.name}" for a in node.names if f"{target}.{a.name}" in mods]
+                # ``from pkg import submodule`` depends on the submodule; other names on ``pkg`` itself
+                subs = [f"{target}.{a.name}" for a in node.names if f"{target}.{a.name}" in mods]
+                targets = subs + ([target] if len(subs) < len(node.names) else [])
             elif isinstance(node, ast.Import):
                 targets = [a.name for a in node.names if a.name.split(".")[0] == "kernelskill"]
             for target in targets:
