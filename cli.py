@@ -22,6 +22,7 @@ _COMMANDS: dict[str, str] = {
     "eval": "kernelskill.commands.evaluate:eval_cmd",
     "optimize": "kernelskill.commands.optimize:optimize",
     "runs": "kernelskill.commands.runs:runs",
+    "prompts": "kernelskill.commands.prompts:prompts",
     "bench": "kernelskill.commands.bench:bench",
     "mcp": "kernelskill.commands.mcp:mcp_cmd",
 }

@@ -188,8 +188,9 @@ def waiting_message(ctx: Any, run: Any) -> str:
 def execute(ctx: Any, run: Any, llm: Any, evaluator: Any, retriever: Any, options: Any, settings: Any,
             display: bool = True) -> Any:
     from kernelskill.pipeline.loop import Loop
+    from kernelskill.pipeline.loop.agents import default_gpu
 
-    gpu = {"name": "NVIDIA GPU", "arch": settings.arch, "notes": ""}
+    gpu = default_gpu(settings.arch)  # `prompts render` shows the same
     live = LiveDisplay(enabled=display and not ctx.json)
     try:
         with live:

@@ -80,10 +80,9 @@ class KBRetriever:
 
     def query(self, kernel: Path, *, task: Path, profile: Path | None) -> dict[str, Any]:
         raw = query(kernel, task=task, profile=profile, settings=self.settings).model_dump(mode="json")
-        task_source = task.read_text()
         for method in raw.get("permitted") or []:
             if method.get("examples"):
-                method["example"] = worked_example(method["examples"], task_source)
+                method["example"] = worked_example(method["examples"], task)
         return raw
 
 
@@ -155,7 +154,7 @@ def query_view(raw: dict[str, Any]) -> dict[str, Any]:
                  "rationale": case.get("rationale") or ""} if case.get("id") else None)
     return {"tier": _label(raw.get("tier"), "name", "id"), "bottleneck": _label(raw.get("bottleneck"), "name", "id"),
             "case": case or None, "static_only": bool(raw.get("static_only", False)),
-            "permitted": _methods(raw.get("permitted"), "name", "guidance", "measured"),
+            "permitted": _methods(raw.get("permitted"), "name", "guidance", "measured", "example"),
             "forbidden": _methods(raw.get("forbidden"), "reason"),
             "fields": profile_fields(raw.get("profile"))}
 

@@ -4,8 +4,8 @@ task being optimised, and its before/after code.
 A method's worked example is a KernelBench-format task with a ``before.py`` and an ``after.py``; its module
 docstring says what it computes and at which shape ("fp32 GEMM, C = A @ B, M = N = K = 2048"), which is the
 label a measured speedup is quoted with. Closeness is the overlap of the operations the two tasks' ``Model``
-calls (GEMM, convolution, softmax, normalisation, reduction, elementwise, ...), read with ``ast`` only:
-nothing here imports or runs the task.
+calls (GEMM, convolution, softmax, normalisation, reduction, elementwise, ...) as the task reader
+(``kernelskill.taskfile``, static analysis) finds them: nothing here imports or runs a task.
 """
 
 from __future__ import annotations
@@ -14,6 +14,9 @@ import ast
 import logging
 from pathlib import Path
 from typing import Any
+
+from kernelskill.errors import KernelskillError
+from kernelskill.taskfile import read_task
 
 log = logging.getLogger(__name__)
 
@@ -40,43 +43,26 @@ FAMILIES: dict[str, str] = {
     **dict.fromkeys(("transpose", "permute", "index_select", "gather", "scatter",
                      "embedding", "embedding_bag", "embeddingbag", "cat", "stack"), "data_movement"),
 }
-_BINOPS = {ast.MatMult: "matmul", ast.Add: "add", ast.Sub: "sub", ast.Mult: "mul", ast.Div: "div",
-           ast.Pow: "pow"}
-_IGNORED = {"view", "reshape", "size", "shape", "flatten", "unsqueeze", "squeeze", "expand", "to", "float",
-            "half", "super", "__init__", "parameter", "randn", "rand", "zeros", "ones", "empty", "tensor",
-            "range", "len", "int", "isinstance", "module", "sequential", "modulelist", "t", "contiguous"}
 
 
-def operations(source: str) -> set[str]:
-    """The operations ``Model`` calls (lower-case names: ``matmul``, ``relu``, ``conv2d``, ``linear``, ...),
-    from its ``forward`` and the layers built in its ``__init__``; empty when the source does not parse."""
+def operations(task: Path) -> set[str]:
+    """The operations the task's ``Model`` calls, lower-case and without their module (``matmul``, ``relu``,
+    ``conv2d``, ``linear``, ...), as the task reader finds them; empty when the task cannot be read."""
     try:
-        tree = ast.parse(source)
-    except SyntaxError:
+        return {op.rsplit(".", 1)[-1].lower().rstrip("_") for op in read_task(task).ops}
+    except KernelskillError as exc:
+        log.warning("worked example: %s", exc)
         return set()
-    model = next((n for n in tree.body if isinstance(n, ast.ClassDef) and n.name == "Model"), None)
-    scope: list[ast.AST] = [model] if model is not None else [tree]
-    ops: set[str] = set()
-    for node in (n for root in scope for n in ast.walk(root)):
-        if isinstance(node, ast.Call):
-            func = node.func
-            name = func.attr if isinstance(func, ast.Attribute) else func.id if isinstance(func, ast.Name) else ""
-            name = name.lower().rstrip("_")  # relu_ is relu
-            if name and name not in _IGNORED:
-                ops.add(name)
-        elif isinstance(node, ast.BinOp) and type(node.op) in _BINOPS:
-            ops.add(_BINOPS[type(node.op)])
-    return ops
 
 
 def families(ops: set[str]) -> set[str]:
     return {FAMILIES.get(op, op) for op in ops}
 
 
-def similarity(task_source: str, example_source: str) -> tuple[float, list[str]]:
+def similarity(task: Path, example_task: Path) -> tuple[float, list[str]]:
     """(score in [0, 1], the operation families both share): 0.7 x the overlap (Jaccard) of their
     operation families + 0.3 x the overlap of the exact operations."""
-    a, b = operations(task_source), operations(example_source)
+    a, b = operations(task), operations(example_task)
     if not a or not b:
         return 0.0, []
     fa, fb = families(a), families(b)
@@ -94,16 +80,16 @@ def label(example_source: str) -> str:
     return " ".join(first.split()).rstrip(":.;, ")
 
 
-def worked_example(paths: list[str], task_source: str) -> dict[str, Any] | None:
+def worked_example(paths: list[str], task: Path) -> dict[str, Any] | None:
     """The worked example at ``paths`` (its task, before and after files, as a query result lists them)
-    as the prompts show it: ``label``, ``similarity`` to ``task_source``, the shared operation families
+    as the prompts show it: ``label``, ``similarity`` to ``task``, the shared operation families
     (``shared``), and the ``before`` / ``after`` code. None when its files cannot be read."""
     if len(paths) < 3:
         return None
     try:
-        task, before, after = (Path(p).read_text() for p in paths[:3])
+        example_task, before, after = (Path(p).read_text() for p in paths[:3])
     except OSError as exc:
         log.warning("worked example %s: %s", paths[0], exc)
         return None
-    score, shared = similarity(task_source, task)
-    return {"label": label(task), "similarity": score, "shared": shared, "before": before, "after": after}
+    score, shared = similarity(task, Path(paths[0]))
+    return {"label": label(example_task), "similarity": score, "shared": shared, "before": before, "after": after}

@@ -1,0 +1,148 @@
+"""``kernelskill prompts render TASK``: the exact prompt the optimize loop would send at one step, running
+nothing (no GPU, no LLM). The query does run, against the real KB, as the loop's would.
+
+Steps: ``generate`` (the seed; the default without ``--candidate``), ``plan`` (the default with one: the
+candidate is the parent being improved), ``write`` (the optimizer, given the method the planner chose:
+``--method``, else the top permitted one, and a placeholder for the planner's plan) and ``diagnose`` (the
+candidate failed as ``--result`` says, an EvalResult JSON; a placeholder failure without it). The text is
+deterministic (no time, no path of this machine), so it can be kept as a golden file and diffed.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import click
+
+from kernelskill.commands._common import common_options, emit
+from kernelskill.errors import KernelskillError
+
+STEPS = ("generate", "plan", "write", "diagnose")
+#: stands where the loop puts the planner's answer, in a rendered writer prompt
+PLAN_PLACEHOLDER = "<the planner's plan for this method>"
+FAILURE_PLACEHOLDER = {"status": "runtime_error", "message": "<the harness's message>"}
+
+
+def render_step(settings: Any, task: Path, *, step: str, candidate: Path | None = None,
+                profile: Path | None = None, knowledge: str = "kb", candidate_format: str = "load_inline",
+                method: str | None = None, result: dict[str, Any] | None = None,
+                parent_speedup: float = 1.0, retriever: Any = None) -> dict[str, Any]:
+    """``{step, role, messages, expects}`` of one loop step, built by the loop's own agents and views."""
+    from kernelskill.pipeline.loop import KBRetriever, eval_view, query_view
+    from kernelskill.pipeline.loop.agents import (
+        DIAGNOSIS_SCHEMA,
+        PLAN_SCHEMA,
+        Agents,
+        PlanDecision,
+        code_expects,
+        default_gpu,
+        json_expects,
+        messages_for,
+    )
+    from kernelskill.pipeline.loop.memory import Memory
+    from kernelskill.taskfile import validate_task
+
+    task_source = validate_task(task)
+    if step not in STEPS:
+        raise KernelskillError(f"--step {step!r}: one of {', '.join(STEPS)}")
+    if step != "generate" and candidate is None:
+        raise KernelskillError(f"--step {step}: give --candidate FILE (the kernel that step works on)")
+    if candidate is not None and not candidate.is_file():
+        raise KernelskillError(f"{candidate}: candidate file not found")
+    gpu = default_gpu(settings.arch)  # what ``optimize`` gives the loop
+    agents = Agents(None, gpu, candidate_format=candidate_format, knowledge=knowledge)
+    memory = Memory().view()
+    kernel_source = candidate.read_text() if candidate is not None else ""
+    if step == "generate":
+        messages = messages_for("generator", gpu=gpu, candidate_format=candidate_format, task_source=task_source,
+                                memory=memory)
+        return {"step": step, "role": "generator", "messages": messages, "expects": code_expects()}
+    if step == "diagnose":
+        failure = eval_view(result or FAILURE_PLACEHOLDER)
+        if failure["harness_failure"]:
+            raise KernelskillError(f"--result: {failure['status']} in the harness's own {failure['stage']} stage is "
+                                   "the harness's failure; the loop reports it and sends no diagnosis")
+        messages = agents.diagnose_messages(task_source=task_source, kernel_source=kernel_source, failure=failure,
+                                            memory=memory)
+        return {"step": step, "role": "diagnoser", "messages": messages, "expects": json_expects(DIAGNOSIS_SCHEMA)}
+
+    if knowledge == "none":
+        query: dict[str, Any] = {}
+        permitted: list[dict[str, Any]] = []
+    else:
+        assert candidate is not None
+        raw = (retriever or KBRetriever(settings)).query(candidate, task=task, profile=profile)
+        query = query_view(raw) | {"error": None}
+        permitted = query["permitted"]
+    if step == "plan":
+        messages = agents.plan_messages(task_source=task_source, kernel_source=kernel_source,
+                                        parent_speedup=parent_speedup, query=query, permitted=permitted,
+                                        filtered={}, memory=memory)
+        ids = None if knowledge == "none" else [m["id"] for m in permitted]
+        return {"step": step, "role": "planner", "messages": messages, "expects": json_expects(PLAN_SCHEMA, ids)}
+
+    chosen: dict[str, Any]
+    if knowledge == "none":
+        chosen = {"id": method or "<the planner's technique>", "name": "", "guidance": ""}
+    elif not permitted:
+        raise KernelskillError(f"{candidate}: the query permits no method, so the loop would stop before writing")
+    else:
+        chosen = next((m for m in permitted if m["id"] == method), permitted[0]) if method else permitted[0]
+        if method and chosen["id"] != method:
+            raise KernelskillError(f"--method {method}: not permitted here; one of "
+                                   f"{', '.join(m['id'] for m in permitted)}")
+    plan = PlanDecision(method=chosen["id"], plan=PLAN_PLACEHOLDER)
+    messages = agents.optimize_messages(task_source=task_source, kernel_source=kernel_source, method=chosen,
+                                        plan=plan, memory=memory)
+    return {"step": step, "role": "optimizer", "messages": messages, "expects": code_expects()}
+
+
+def as_text(rendered: dict[str, Any]) -> str:
+    """The messages as one plain text, each under a ``===== role =====`` line."""
+    parts = [f"===== {m['role']} ({rendered['role']}, step {rendered['step']}) =====\n{m['content'].rstrip()}\n"
+             if m["role"] == "system" else f"===== {m['role']} =====\n{m['content'].rstrip()}\n"
+             for m in rendered["messages"]]
+    return "\n".join(parts)
+
+
+@click.group("prompts")
+def prompts() -> None:
+    """The prompts the optimize loop sends."""
+
+
+@prompts.command("render")
+@click.argument("task", type=click.Path(path_type=Path))
+@click.option("--candidate", type=click.Path(path_type=Path), default=None,
+              help="The kernel the step works on: the parent (plan, write) or the failed candidate (diagnose).")
+@click.option("--profile", type=click.Path(path_type=Path), default=None,
+              help="The candidate's ncu profile (CSV), as the loop's profile step would give it to the query.")
+@click.option("--step", type=click.Choice(STEPS), default=None,
+              help="Which prompt (default: plan with --candidate, generate without).")
+@click.option("--knowledge", type=click.Choice(["kb", "none"]), default="kb", show_default=True,
+              help="none: the ablation arm's planner (no query, no retrieved knowledge).")
+@click.option("--format", "candidate_format", type=click.Choice(["load_inline", "fastpath"]), default="load_inline",
+              show_default=True, help="The candidate format the code-writing roles are asked for.")
+@click.option("--method", default=None, help="write: the method the planner chose (default: the top permitted).")
+@click.option("--result", "result_path", type=click.Path(path_type=Path), default=None,
+              help="diagnose: the harness's EvalResult JSON for the candidate (default: a placeholder failure).")
+@click.option("--speedup", "parent_speedup", type=float, default=1.0, show_default=True,
+              help="plan: the parent's measured speedup over eager.")
+@common_options
+def render(ctx: Any, task: Path, candidate: Path | None, profile: Path | None, step: str | None, knowledge: str,
+           candidate_format: str, method: str | None, result_path: Path | None, parent_speedup: float) -> None:
+    """Print the exact prompt the loop would send at STEP for TASK, running nothing."""
+    result = None
+    if result_path is not None:
+        try:
+            result = json.loads(result_path.read_text())
+        except (OSError, ValueError) as exc:
+            raise KernelskillError(f"{result_path}: not an EvalResult JSON: {exc}") from exc
+    if profile is not None and not profile.is_file():
+        raise KernelskillError(f"{profile}: profile file not found")
+    rendered = render_step(ctx.settings(), task, step=step or ("plan" if candidate else "generate"),
+                           candidate=candidate, profile=profile, knowledge=knowledge,
+                           candidate_format=candidate_format, method=method, result=result,
+                           parent_speedup=parent_speedup)
+    emit(ctx, rendered, lambda r: click.echo(as_text(r), nl=False))
