@@ -118,10 +118,10 @@ def json_depth(value: Any) -> int:
     return deepest
 
 
-def loads_json(text: str) -> tuple[Any, str]:
+def loads_json(text: str, max_chars: int = MAX_ANSWER_CHARS) -> tuple[Any, str]:
     """``(value, "")`` or ``(None, reason)``; never raises. Non-finite numbers (NaN, Infinity) are refused."""
-    if len(text) > MAX_ANSWER_CHARS:
-        return None, f"{len(text):,} characters of JSON (at most {MAX_ANSWER_CHARS:,})"
+    if len(text) > max_chars:
+        return None, f"{len(text):,} characters of JSON (at most {max_chars:,})"
     if nesting_depth(text) > MAX_JSON_DEPTH * 2:
         return None, f"JSON nested deeper than {MAX_JSON_DEPTH} levels"
 

@@ -18,6 +18,7 @@ from typing import Any
 
 from kernelskill.errors import KernelskillError
 from kernelskill.pipeline.runs.redact import Redactor
+from kernelskill.pipeline.runs.redact import Redactor
 
 log = logging.getLogger(__name__)
 
@@ -85,7 +86,7 @@ class EventLog:
                 continue
             try:
                 yield json.loads(line)
-            except json.JSONDecodeError as exc:
+            except (json.JSONDecodeError, RecursionError) as exc:  # RecursionError: nested too deeply
                 if number == len(lines):  # the torn tail of a killed writer
                     log.warning("%s: ignoring a cut-off last line", self.path)
                     continue

@@ -24,6 +24,7 @@ from kernelskill.pipeline.runs.events import (
     step_filename,
     utcnow,
 )
+from kernelskill.pipeline.runs.portable import display, is_run_id
 
 log = logging.getLogger(__name__)
 
@@ -134,6 +135,17 @@ class RunStore:
     def list(self) -> list[Run]:
         if not self.root.is_dir():
             return []
-        return [Run(p) for p in sorted(self.root.iterdir()) if (p / MANIFEST).is_file()]
+        runs: list[Run] = []
+        for p in sorted(self.root.iterdir()):
+            if not (p / MANIFEST).is_file():
+                continue
+            if not is_run_id(p.name):  # made by hand: a name with control characters is never printed raw
+                log.warning("skipping %s: not a run id", display(p.name))
+                continue
+            try:
+                runs.append(Run(p))
+            except KernelskillError as exc:  # one broken run does not hide the others
+                log.warning("skipping run %s: %s", display(p.name), exc)
+        return runs
 
 
