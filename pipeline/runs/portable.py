@@ -2,12 +2,14 @@
 
 A run folder is portable when every path in it is relative, nothing in it names this machine, and no
 credential is stored in it. ``export_run`` refuses a folder that fails the check; ``import_run``
-extracts safely (no absolute names, no ``..``, no links) and refuses to overwrite an existing run.
+extracts safely (no absolute names, no ``..``, no links, caps on member count and sizes), checks that
+the run loads, and only then renames it into place; it never overwrites an existing run.
 Standard library only.
 """
 
 from __future__ import annotations
 
+import contextlib
 import json
 import logging
 import os
@@ -15,10 +17,13 @@ import re
 import shutil
 import socket
 import tarfile
+import tempfile
+import zlib
 from dataclasses import dataclass
-from pathlib import Path
+from pathlib import Path, PurePosixPath
 
 from kernelskill.errors import KernelskillError
+from kernelskill.pipeline.runs.bounds import loads_json
 
 log = logging.getLogger(__name__)
 
@@ -147,22 +152,121 @@ def export_run(run_dir: Path, archive: Path | None = None) -> Path:
     return archive
 
 
-def _safe_members(tar: tarfile.TarFile, archive: Path) -> tuple[str, list[tarfile.TarInfo]]:
-    members = tar.getmembers()
-    if not members:
+#: caps on what an archive may unpack to (a run folder is a few MB; a gzip bomb is refused at its header)
+MAX_MEMBERS = 20_000
+MAX_MEMBER_BYTES = 512 * 2**20
+MAX_TOTAL_BYTES = 2 * 2**30
+MAX_EVENT_LINE_CHARS = 32 * 2**20
+_RUN_ID_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.\-]{0,127}$")
+_CHUNK = 2**20
+
+
+def display(name: str, limit: int = 120) -> str:
+    """``name`` safe to print: control characters (ANSI escapes, newlines) shown as escapes, cut to
+    ``limit`` characters."""
+    out = "".join(ch if ch.isprintable() else ascii(ch)[1:-1] for ch in str(name))
+    return out if len(out) <= limit else out[:limit] + "..."
+
+
+def is_run_id(name: str) -> bool:
+    return bool(_RUN_ID_RE.match(name))
+
+
+def _copy_bounded(src, dest: Path, size: int, archive: Path, name: str) -> None:
+    """Copy a member's data in chunks, never more than its header said (nor more than the cap)."""
+    written = 0
+    with src, open(dest, "wb") as out:
+        while True:
+            chunk = src.read(_CHUNK)
+            if not chunk:
+                break
+            written += len(chunk)
+            if written > min(size, MAX_MEMBER_BYTES):
+                raise PortabilityError(f"{archive}: member {display(name)} holds more than its header says")
+            out.write(chunk)
+
+
+def _extract(archive: Path, staging: Path) -> str:
+    """Unpack ``archive`` into ``staging`` member by member, within the caps; returns the run folder's name.
+    Every member must be a plain file or folder with a safe relative name inside one run folder whose name
+    is a run id."""
+    top: str | None = None
+    count = total = 0
+    with tarfile.open(archive, "r:gz") as tar:
+        for m in tar:
+            count += 1
+            if count > MAX_MEMBERS:
+                raise PortabilityError(f"{archive}: more than {MAX_MEMBERS:,} members")
+            name = m.name
+            parts = PurePosixPath(name).parts
+            if (not parts or name.startswith("/") or ".." in parts or "\\" in name
+                    or not all(ch.isprintable() for ch in name)):
+                raise PortabilityError(f"{archive}: unsafe member name {display(name)!r}")
+            if not (m.isfile() or m.isdir()):
+                raise PortabilityError(f"{archive}: member {display(name)!r} is not a plain file or folder")
+            if top is None:
+                top = parts[0]
+                if not is_run_id(top):
+                    raise PortabilityError(f"{archive}: {display(top)!r} is not a run id (letters, digits, "
+                                           "'_', '.', '-')")
+            elif parts[0] != top:
+                raise PortabilityError(f"{archive}: expected one run folder, found {display(top)!r} and "
+                                       f"{display(parts[0])!r}")
+            target = staging.joinpath(*parts)
+            if m.isdir():
+                target.mkdir(parents=True, exist_ok=True)
+                continue
+            if m.size > MAX_MEMBER_BYTES:
+                raise PortabilityError(f"{archive}: member {display(name)!r} is {m.size:,} bytes "
+                                       f"(at most {MAX_MEMBER_BYTES:,})")
+            total += m.size
+            if total > MAX_TOTAL_BYTES:
+                raise PortabilityError(f"{archive}: unpacks to more than {MAX_TOTAL_BYTES:,} bytes")
+            target.parent.mkdir(parents=True, exist_ok=True)
+            src = tar.extractfile(m)
+            if src is None:
+                raise PortabilityError(f"{archive}: member {display(name)!r} has no data")
+            _copy_bounded(src, target, m.size, archive, name)
+    if top is None:
         raise PortabilityError(f"{archive}: empty archive")
-    tops: set[str] = set()
-    for m in members:
-        name = m.name
-        parts = Path(name).parts
-        if name.startswith("/") or ".." in parts or not parts:
-            raise PortabilityError(f"{archive}: unsafe member name {name!r}")
-        if not (m.isfile() or m.isdir()):
-            raise PortabilityError(f"{archive}: member {name!r} is not a plain file or folder")
-        tops.add(parts[0])
-    if len(tops) != 1:
-        raise PortabilityError(f"{archive}: expected one run folder, found {sorted(tops)}")
-    return tops.pop(), members
+    return top
+
+
+def validate_run_folder(folder: Path, source: str) -> None:
+    """The files a run is read from must load: ``run.json`` and every other JSON file is bounded JSON,
+    every line of ``events.jsonl`` (but a torn last one) is a bounded JSON event. Raises on the first
+    problem, naming the file and line."""
+    for path in sorted(folder.rglob("*.json")):
+        rel = path.relative_to(folder).as_posix()
+        if path.parent.name == "exchange" and path.name.endswith(".answer.json"):
+            continue  # an unusable answer file is set aside when the run reads it
+        value, problem = loads_json(path.read_bytes().decode("utf-8", "replace"), max_chars=MAX_EVENT_LINE_CHARS)
+        if problem:
+            raise PortabilityError(f"{source}: {display(rel)}: {problem}")
+        if path.name == "run.json" and not isinstance(value, dict):
+            raise PortabilityError(f"{source}: {display(rel)}: not a JSON object")
+    events = folder / "events.jsonl"
+    if not events.is_file():
+        return
+    data = events.read_bytes()
+    lines = data.split(b"\n")
+    for number, raw in enumerate(lines, 1):
+        if not raw.strip():
+            continue
+        try:
+            text = raw.decode("utf-8")
+        except UnicodeDecodeError:
+            value, problem = None, "not UTF-8"
+        else:
+            value, problem = loads_json(text, max_chars=MAX_EVENT_LINE_CHARS)
+        if problem and number == len(lines):
+            continue  # a torn last line (no newline after it): the run store skips it
+        if not problem and not (isinstance(value, dict) and isinstance(value.get("type"), str)
+                                and isinstance(value.get("data", {}), dict)
+                                and (value.get("step") is None or isinstance(value.get("step"), str))):
+            problem = "not an event (an object with a type and a data object)"
+        if problem:
+            raise PortabilityError(f"{source}: {display(folder.name)}/events.jsonl:{number}: {problem}")
 
 
 def _log_extends(old: Path, new: Path) -> bool:
@@ -176,52 +280,48 @@ def _log_extends(old: Path, new: Path) -> bool:
 def import_run(archive: Path, runs_dir: Path, *, replace: bool = False, require: tuple[str, ...] = ()) -> Path:
     """Unpack an exported run under ``runs_dir``; returns the run folder.
 
+    All or nothing: the archive is unpacked into a temporary folder (within the member, count and size
+    caps), checked (safe names, a run id, every JSON file and event line loads), and only then renamed
+    into place; a refused archive leaves nothing behind (not even a runs folder it had to create).
     ``replace`` takes a run back that exists here already (carried to another machine and back): only
     when the archive's event log extends the local one, so no recorded step is ever lost. ``require``
     names files the run folder must hold (``run.json``); without them nothing is imported."""
     archive = Path(archive)
     if not archive.is_file():
         raise PortabilityError(f"{archive}: no such archive")
-    staging: Path | None = None
+    runs_dir = Path(runs_dir)
+    created = [p for p in [runs_dir, *runs_dir.parents] if not p.exists()]
+    runs_dir.mkdir(parents=True, exist_ok=True)
+    staging = Path(tempfile.mkdtemp(prefix=".import-", dir=runs_dir))
+    done = False
     try:
-        with tarfile.open(archive, "r:gz") as tar:
-            top, members = _safe_members(tar, archive)
-            dest = Path(runs_dir) / top
-            if dest.exists() and not replace:
-                raise PortabilityError(f"{dest}: a run with this id exists already (--replace takes it back "
-                                       "when the archive extends it)")
-            staging = Path(runs_dir) / f".import-{top}"
-            if staging.exists():
-                shutil.rmtree(staging)  # left by an import that was killed
-            staging.mkdir(parents=True)
-            for m in members:
-                target = staging / m.name
-                if m.isdir():
-                    target.mkdir(parents=True, exist_ok=True)
-                    continue
-                target.parent.mkdir(parents=True, exist_ok=True)
-                src = tar.extractfile(m)
-                assert src is not None
-                with src, open(target, "wb") as out:
-                    out.write(src.read())
+        top = _extract(archive, staging)
+        dest = runs_dir / top
+        if dest.exists() and not replace:
+            raise PortabilityError(f"{dest}: a run with this id exists already (--replace takes it back "
+                                   "when the archive extends it)")
         missing = [name for name in require if not (staging / top / name).is_file()]
         if missing:
             raise PortabilityError(f"{archive}: {top} is not a run folder (no {', '.join(missing)})")
+        validate_run_folder(staging / top, str(archive))
         if dest.exists():
             if not _log_extends(dest, staging / top):
                 raise PortabilityError(f"{archive}: its event log does not extend the local run {top} "
                                        "(the local run has steps the archive lacks); nothing replaced")
-            old = Path(runs_dir) / f".replaced-{top}"
+            old = staging / ".replaced"
             os.replace(dest, old)
             os.replace(staging / top, dest)
-            shutil.rmtree(old)
         else:
             os.replace(staging / top, dest)
-    except (tarfile.TarError, OSError, EOFError) as exc:
-        raise PortabilityError(f"{archive}: unreadable archive: {exc}") from exc
+        done = True
+    except (tarfile.TarError, OSError, EOFError, zlib.error) as exc:
+        raise PortabilityError(f"{archive}: unreadable archive: {display(str(exc))}") from exc
     finally:
-        if staging is not None and staging.exists():
-            shutil.rmtree(staging, ignore_errors=True)
+        shutil.rmtree(staging, ignore_errors=True)
+        if not done:
+            for path in created:  # innermost first: only folders this import made, and only if empty
+                with contextlib.suppress(OSError):
+                    path.rmdir()
     log.info("imported %s into %s", top, runs_dir)
     return dest
 
