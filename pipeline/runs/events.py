@@ -18,7 +18,6 @@ from typing import Any
 
 from kernelskill.errors import KernelskillError
 from kernelskill.pipeline.runs.redact import Redactor
-from kernelskill.pipeline.runs.redact import Redactor
 
 log = logging.getLogger(__name__)
 
