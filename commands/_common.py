@@ -9,6 +9,7 @@ from __future__ import annotations
 import functools
 import json
 import logging
+import math
 import sys
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -33,20 +34,23 @@ class Ctx:
 
 
 def to_jsonable(data: Any) -> Any:
+    """Plain JSON values; a non-finite float (NaN, inf) becomes null: JSON has no such numbers."""
     if hasattr(data, "model_dump"):
-        return data.model_dump(mode="json")
-    if isinstance(data, list):
+        return to_jsonable(data.model_dump(mode="json"))
+    if isinstance(data, list | tuple):
         return [to_jsonable(d) for d in data]
     if isinstance(data, dict):
         return {k: to_jsonable(v) for k, v in data.items()}
     if isinstance(data, Path):
         return str(data)
+    if isinstance(data, float) and not math.isfinite(data):
+        return None
     return data
 
 
 def json_text(data: Any) -> str:
     """``data`` as the text ``--json`` prints (the MCP server returns the same)."""
-    return json.dumps(to_jsonable(data), indent=2, sort_keys=False, default=str)
+    return json.dumps(to_jsonable(data), indent=2, sort_keys=False, default=str, allow_nan=False)
 
 
 def emit(ctx: Ctx, data: Any, render: Callable[[Any], None] | None = None) -> None:
