@@ -316,3 +316,34 @@ def test_a_task_file_list_and_a_suite_started_with_other_options(tmp_path: Path)
         assert ks(*base, env=env_for(tmp_path)).exit_code == 0
         other = ks(*base, "--protocol", "kernelbench", env=env_for(tmp_path))
     assert other.exit_code == 2 and "started with other protocol" in other.output
+
+
+def test_split_suite_carries_one_file_each_way(tmp_path: Path, kb: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The runbook's split suite: plan here with --stop-before gpu, `bench export` ONE tar, gpu_side on the box
+    (the scripted GPU stands in for the harness), ONE tar back, `bench import`, the same command again."""
+    from kernelskill.pipeline.runs import gpu_side
+    from tests.test_bench_helpers import CountingEvaluator
+
+    monkeypatch.setattr(gpu_side, "HarnessGPU", lambda **kw: CountingEvaluator())
+    monkeypatch.setenv("KS_TEST_EVAL_LOG", str(tmp_path / "evals.log"))
+    suite = tmp_path / "suite"
+    trips = 0
+    with ScriptedOpenAI(responder=responder) as server:
+        while True:
+            out = ks(*suite_args(tmp_path, server), "--stop-before", "gpu", env=env_for(tmp_path))
+            if out.exit_code == 0:
+                break
+            assert out.exit_code == 3, out.output
+            pending = json_of(ks("bench", "pending", str(suite), "--json"))
+            assert {p["side"] for p in pending} == {"gpu"} and len(pending) <= 6
+            carry = tmp_path / f"carry{trips}.tar"
+            assert ks("bench", "export", str(suite), "-o", str(carry)).exit_code == 0
+            box, back = tmp_path / f"box{trips}", tmp_path / f"back{trips}.tar"
+            assert gpu_side.main([str(box), "--import", str(carry), "--export-to", str(back)]) == 0
+            assert ks("bench", "import", str(suite), str(back)).exit_code == 0
+            trips += 1
+            assert trips < 20
+        counts = asked(server)
+    assert trips >= 4 and max(counts.values()) == 1
+    assert max(evaluated(tmp_path / "evals.log").values()) == 1
+    assert recompute(suite)["correct"] == 6
