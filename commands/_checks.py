@@ -1,7 +1,7 @@
 """Input checks shared by the commands: every refusal is one line (``error: ...``) and exit code 2.
 
 - :data:`FILE`: a click parameter type for an existing file; a directory or a missing path is one line,
-  not click's usage text.
+  not click's usage text. :data:`OUT_FILE`: a file to write (a directory is refused the same way).
 - :func:`check_task`: a KernelBench task defines ``class Model`` and ``get_inputs``; a candidate given
   where the task belongs (``ModelNew``) gets a hint about the order of the arguments.
 - :func:`check_context`: ``--context KEY=VALUE`` against the KB's context fields (type, domain, range).
@@ -49,6 +49,22 @@ class ExistingFile(click.ParamType):
 
 
 FILE = ExistingFile()
+
+
+class OutputFile(click.ParamType):
+    """A file to write (it may exist; its folder is created): a directory is refused in one line."""
+
+    name = "file"
+
+    def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> Path:
+        path = Path(value)
+        what = f"{param.opts[0]} " if param is not None and param.param_type_name == "option" and param.opts else ""
+        if path.is_dir():
+            raise OneLineError(f"{what}{path}: is a directory, expected a file to write")
+        return path
+
+
+OUT_FILE = OutputFile()
 
 
 def _top_level(path: Path) -> tuple[set[str], set[str]]:

@@ -80,6 +80,19 @@ def console():
     return Console(width=PIPE_WIDTH, soft_wrap=True)
 
 
+def print_whole(renderable: Any) -> None:
+    """Print a table at its natural width even when the terminal is narrower (the terminal then wraps the
+    long lines, but rich neither squeezes columns to nothing nor crops ids)."""
+    from rich.console import Console
+    from rich.measure import Measurement
+
+    con = console()
+    natural = Measurement.get(con, con.options.update_width(PIPE_WIDTH), renderable).maximum
+    if natural > con.width:
+        con = Console(width=natural)
+    con.print(renderable, crop=False)
+
+
 def id_column(table: Any, header: str, values: list[str]) -> None:
     """Add a column of ids (run ids, step ids) that rich never wraps or shortens, even on a narrow
     terminal: the id is what the user types next."""

@@ -104,7 +104,9 @@ def _v(value: Any) -> str:
         return "[red]false[/]"
     if isinstance(value, float):
         return f"{value:.4g}"
-    return str(value)
+    from rich.markup import escape
+
+    return escape(str(value))
 
 
 def _inputs(inputs: dict[str, Any]) -> str:
@@ -112,15 +114,16 @@ def _inputs(inputs: dict[str, Any]) -> str:
 
 
 def render(r: Any, *, explain: bool = False) -> None:
+    from rich.markup import escape as e  # KB and user text is shown as written: "[ty][tx]" is not markup
     from rich.panel import Panel
     from rich.table import Table
 
     con = console()
-    head = f"[bold]{r.kernel}[/]"
+    head = f"[bold]{e(str(r.kernel))}[/]"
     if r.task:
-        head += f"  task {r.task}"
+        head += f"  task {e(str(r.task))}"
     if r.profile:
-        head += f"\nprofile {r.profile.source} ({r.profile.units} units)"
+        head += f"\nprofile {e(str(r.profile.source))} ({r.profile.units} units)"
     else:
         head += "\n[yellow]static-only[/]: no profile; decided from code features and similarity"
     con.print(Panel(head, title="kernelskill query", expand=False))
@@ -138,7 +141,7 @@ def render(r: Any, *, explain: bool = False) -> None:
         for col in ("kernel", "launches", "time (us)", "share", "vendor", "in source"):
             t.add_column(col, justify="right" if col in ("launches", "time (us)", "share") else "left")
         for kern in p.kernels:
-            t.add_row(kern.base_name, str(kern.launches),
+            t.add_row(e(kern.base_name), str(kern.launches),
                       f"{(kern.total_duration_ns or 0) / 1000:.1f}",
                       f"{kern.share_pct:.1f}%" if kern.share_pct is not None else "-",
                       "yes" if kern.vendor else "", "yes" if kern.in_source else "")
@@ -150,12 +153,12 @@ def render(r: Any, *, explain: bool = False) -> None:
         vals = {**p.fields, **derived}
         con.print("  " + "  ".join(f"{key}={_v(vals.get(key))}" for key in keys if key in vals))
         if p.missing:
-            con.print(f"  [yellow]missing[/]: {'; '.join(p.missing)}")
+            con.print(f"  [yellow]missing[/]: {e('; '.join(p.missing))}")
 
     tier_col = "yellow" if r.tier.name == "unknown" else "cyan"
-    con.print(f"[bold]tier[/] [{tier_col}]{r.tier.name}[/]: {r.tier.reason}")
+    con.print(f"[bold]tier[/] [{tier_col}]{r.tier.name}[/]: {e(r.tier.reason)}")
     b = r.bottleneck
-    con.print(f"[bold]bottleneck[/] [cyan]{b.id or 'none'}[/]: {b.reason}")
+    con.print(f"[bold]bottleneck[/] [cyan]{b.id or 'none'}[/]: {e(b.reason)}")
     cands = [c for c in b.candidates if c.considered]
     if cands:
         con.print("  candidates: " + "; ".join(
@@ -163,10 +166,10 @@ def render(r: Any, *, explain: bool = False) -> None:
             f"{': ' + c.outcome if c.outcome else ''})" for c in cands))
     c = r.case
     if c.id:
-        con.print(Panel(f"[bold]{c.title}[/]\n{c.rationale}\n[dim]{c.reason}[/]",
+        con.print(Panel(f"[bold]{e(c.title)}[/]\n{e(c.rationale)}\n[dim]{e(c.reason)}[/]",
                         title=f"case {c.id}" + (" (fallback)" if c.fallback else ""), expand=False))
     else:
-        con.print(f"[red]no case matched[/]: {c.reason}")
+        con.print(f"[red]no case matched[/]: {e(c.reason)}")
 
     if r.permitted:
         t = Table(title="permitted methods (try in this order)", title_justify="left")
@@ -175,7 +178,7 @@ def render(r: Any, *, explain: bool = False) -> None:
         for m in r.permitted:
             ex = next((e for e in m.examples if e.endswith("after.py")), m.examples[0] if m.examples else "")
             guide = (m.guidance or (m.docs[0].text if m.docs else "")).strip().replace("\n", " ")
-            t.add_row(str(m.rank), f"{m.id}\n[dim]{m.name}[/]", shorten(guide, 240),
+            t.add_row(str(m.rank), f"{m.id}\n[dim]{e(m.name)}[/]", e(shorten(guide, 240)),
                       _short(ex) + (f"\n[dim]{m.measured.summary()}[/]" if m.measured else ""))
         con.print(t)
     if r.forbidden:
@@ -184,17 +187,18 @@ def render(r: Any, *, explain: bool = False) -> None:
         t.add_column("by")
         t.add_column("reason")
         for f in r.forbidden:
-            t.add_row(f.id, f.veto or f.by, f.reason)
+            t.add_row(f.id, f.veto or f.by, e(f.reason))
         con.print(t)
     for note in r.notes:
-        con.print(f"[dim]note: {note}[/]")
+        con.print(f"[dim]note: {e(note)}[/]")
 
     steps = r.trace if explain else r.why()
     t = Table(title="trace" if explain else "why (use --explain for the full trace)", title_justify="left")
     for col in ("kind", "id", "expression", "inputs", "value"):
         t.add_column(col, overflow="fold")
     for s in steps:
-        t.add_row(s.kind, s.id, s.expr, _inputs(s.inputs), _v(s.value) + (f" [dim]{s.note}[/]" if s.note else ""))
+        t.add_row(s.kind, s.id, e(s.expr or ""), _inputs(s.inputs),
+                  _v(s.value) + (f" [dim]{e(s.note)}[/]" if s.note else ""))
     con.print(t)
 
 

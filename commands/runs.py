@@ -9,7 +9,8 @@ from typing import Any
 
 import click
 
-from kernelskill.commands._common import common_options, console, emit, id_column
+from kernelskill.commands._checks import OUT_FILE
+from kernelskill.commands._common import common_options, console, emit, id_column, print_whole
 
 
 @click.group("runs")
@@ -43,7 +44,10 @@ def list_cmd(ctx) -> None:
                           f"{s['best_speedup']:.3f}x" if s["best_speedup"] else "-",
                           f"{s['verified_speedup']:.3f}x" if s["verified_speedup"] else "-",
                           str(s["tokens"]), f"${s['cost_usd']:.4f}")
-        console().print(table if items else "no runs")
+        if items:
+            print_whole(table)
+        else:
+            console().print("no runs")
 
     emit(ctx, rows, render)
 
@@ -77,13 +81,34 @@ def show(ctx, run: str) -> None:
 
 @runs.command("report")
 @click.argument("run")
+@click.option("--html", "html_file", type=OUT_FILE, default=None,
+              help="Also write a self-contained HTML page (speedup by round, every candidate's timings).")
 @common_options
-def report(ctx, run: str) -> None:
-    """The markdown report (trajectory table) of a run."""
+def report(ctx, run: str, html_file: Path | None) -> None:
+    """The markdown report (trajectory table) of a run; with --html FILE also a page to open in a browser."""
+    from kernelskill.errors import KernelskillError
     from kernelskill.pipeline.runs import markdown_report
+    from kernelskill.pipeline.runs.report import html_report, report_data
 
-    text = markdown_report(_store(ctx).open(run))
-    emit(ctx, {"markdown": text}, lambda d: click.echo(d["markdown"], nl=False))
+    r = _store(ctx).open(run)
+    data: dict[str, Any] = {"markdown": markdown_report(r)}
+    if html_file is not None:
+        page_data = report_data(r)
+        try:
+            html_file.parent.mkdir(parents=True, exist_ok=True)
+            html_file.write_text(html_report(r, page_data), encoding="utf-8")
+        except OSError as exc:
+            raise KernelskillError(f"--html {html_file}: cannot write: {exc.strerror or exc}") from exc
+        data |= {"html": str(html_file), "candidates": page_data["candidates"],
+                 "best_so_far": page_data["best_so_far"]}
+
+    def render(d: dict[str, Any]) -> None:
+        if "html" in d:
+            click.echo(f"wrote {d['html']} ({len(d['candidates'])} candidates)")
+        else:
+            click.echo(d["markdown"], nl=False)
+
+    emit(ctx, data, render)
 
 
 @runs.command("sql")
@@ -133,7 +158,7 @@ def pending_cmd(ctx, run: str) -> None:
         for p in items:
             table.add_row(p["id"], p["side"], p.get("role") or "-", p.get("expects") or "-",
                           p.get("prompt") or p.get("candidate") or p.get("note") or "-")
-        console().print(table)
+        print_whole(table)
 
     emit(ctx, rows, render)
 
@@ -240,7 +265,7 @@ def resume_cmd(ctx, run: str | None, all_dir: Path | None, stop_before: tuple[st
             table.add_row(row["run"], row["status"], str(row.get("rounds") or 0),
                           f"{row['best_speedup']:.3f}x" if row.get("best_speedup") else "-",
                           row.get("waits_for") or row.get("error") or "")
-        out.print(table)
+        print_whole(table)
         for row in items:  # what to do next, in full, below the table
             if row.get("waiting"):
                 out.print(f"[dim]{row['waiting']}[/dim]", soft_wrap=True)

@@ -5,6 +5,7 @@ from __future__ import annotations
 import logging
 from typing import Any
 
+from kernelskill.pipeline.runs import html as page
 from kernelskill.pipeline.runs.events import TASK
 from kernelskill.pipeline.runs.gpu_steps import pending_request
 from kernelskill.pipeline.runs.store import Run
@@ -119,3 +120,115 @@ def markdown_report(run: Run) -> str:
             lines.append("| " + " | ".join(_cell(v) for v in (e["step"], d.get("candidate"), d.get("status"),
                                                                 d.get("stage"), timings)) + " |")
     return "\n".join(lines) + "\n"
+
+
+# The HTML page ------------------------------------------------------------------------------------
+def candidate_rows(run: Run) -> list[dict[str, Any]]:
+    """Every candidate of a run, in the order evaluated: its round, step, branch, method, status, speedup,
+    timings (candidate and eager baseline median and IQR, build seconds), whether it was accepted, and the
+    re-verified speedup of the best one. From the ``attempt`` and ``eval`` events alone."""
+    events = run.log.events
+    evals: dict[str, dict[str, Any]] = {}
+    verified: dict[str, float | None] = {}
+    for e in events:
+        if e["type"] != "eval":
+            continue
+        cand = e["data"].get("candidate")
+        result = e["data"].get("result") or {}
+        if str(e["step"]).startswith("verify"):
+            verified[cand] = result.get("speedup")
+        else:
+            evals[cand] = result
+    rows: list[dict[str, Any]] = []
+    seen: set[str] = set()
+    for e in events:
+        if e["type"] != "attempt":
+            continue
+        a = e["data"]
+        seen.add(a["candidate"])
+        rows.append(_row(a["round"], a.get("step") or e["step"], a["candidate"], a.get("branch"), a.get("method"),
+                         a.get("result_class"), a.get("speedup"), evals.get(a["candidate"]) or {}, a.get("accepted"),
+                         verified.get(a["candidate"]), a.get("review")))
+    for cand, result in evals.items():  # evaluated, not yet judged (a paused run)
+        if cand not in seen:
+            step = next((e["step"] for e in events if e["type"] == "eval" and e["data"].get("candidate") == cand), "")
+            rows.append(_row(next((e["round"] for e in events if e["step"] == step), None), step, cand, None, None,
+                             result.get("status"), result.get("speedup"), result, None, verified.get(cand), None))
+    return rows
+
+
+def _row(round_: Any, step: str, cand: str, branch: Any, method: Any, status: Any, speedup: Any,
+         result: dict[str, Any], accepted: Any, verified: Any, review: Any) -> dict[str, Any]:
+    details = result.get("details") or {}
+    return {"round": round_, "step": step, "candidate": cand, "branch": branch, "method": method, "status": status,
+            "speedup": speedup, "candidate_ms": result.get("candidate_ms"),
+            "candidate_iqr_ms": result.get("candidate_iqr_ms"), "baseline_ms": result.get("baseline_ms"),
+            "baseline_iqr_ms": result.get("baseline_iqr_ms"), "compile_ms": result.get("compile_ms"),
+            "build_s": details.get("build_seconds"), "accepted": accepted, "verified_speedup": verified,
+            "review": review}
+
+
+def report_data(run: Run) -> dict[str, Any]:
+    """What the HTML report shows, as JSON: the run's summary, its candidates and the best speedup so far
+    after each round."""
+    rows = candidate_rows(run)
+    best_so_far: list[dict[str, Any]] = []
+    best = None
+    for r in sorted((r for r in rows if r["round"] is not None), key=lambda r: r["round"]):
+        if r["accepted"] and r["speedup"] is not None:
+            best = r["speedup"] if best is None else max(best, r["speedup"])
+        if best is not None:
+            if best_so_far and best_so_far[-1]["round"] == r["round"]:
+                best_so_far[-1]["speedup"] = best
+            else:
+                best_so_far.append({"round": r["round"], "speedup": best})
+    return {"summary": summary(run), "candidates": rows, "best_so_far": best_so_far}
+
+
+def html_report(run: Run, data: dict[str, Any] | None = None) -> str:
+    """A self-contained page: the speedup of every candidate by round (and the best so far), the summary, and
+    a table of every candidate with its status, timings and method."""
+    data = data or report_data(run)
+    s, rows = data["summary"], data["candidates"]
+    plotted = [r for r in rows if r["round"] is not None]
+
+    def label(r: dict[str, Any]) -> str:
+        what = f"{r['speedup']:.3f}x" if r["speedup"] is not None else str(r["status"])
+        return f"round {r['round']} {r['step']} ({r['method'] or r['branch'] or '-'}): {what}"
+
+    groups = [("accepted", "#16a34a", "o", [r for r in plotted if r["accepted"] and r["speedup"] is not None]),
+              ("correct, not accepted", "#2563eb", "o",
+               [r for r in plotted if not r["accepted"] and r["speedup"] is not None]),
+              ("failed (shown at 0)", "#dc2626", "x", [r for r in plotted if r["speedup"] is None])]
+    series = [page.Series("best so far", [(b["round"], b["speedup"]) for b in data["best_so_far"]], style="step",
+                          color="#4b5563", dashed=True)]
+    series += [page.Series(name, [(r["round"], r["speedup"] or 0.0) for r in group], style="points", color=color,
+                           marker=marker, labels=[label(r) for r in group]) for name, color, marker, group in groups
+               if group]
+    plot = page.plot_svg(series, title="speedup over eager PyTorch, by round", x_label="round",
+                         y_label="speedup (x over eager)", hlines=[(1.0, "eager (1x)")], integer_x=True,
+                         plot_id="speedup-plot")
+    facts = [("run", s["id"]), ("task", s["task"]), ("status", s["status"]), ("answered by", s["answered_by"]),
+             ("rounds", s["rounds"]), ("candidates evaluated", s["evals"]), ("LLM calls", s["llm_calls"]),
+             ("tokens", s["tokens"]), ("cost (USD)", s["cost_usd"]), ("best speedup", s["best_speedup"]),
+             ("re-verified speedup", s["verified_speedup"])]
+    if s.get("waits_for"):
+        facts.append(("waits for", s["waits_for"]))
+    fields = [("round", "round"), ("step", "step"), ("branch", "branch"), ("method", "method"),
+              ("status", "status"), ("speedup", "speedup"), ("candidate ms", "candidate_ms"),
+              ("IQR ms", "candidate_iqr_ms"), ("eager ms", "baseline_ms"), ("torch.compile ms", "compile_ms"),
+              ("build s", "build_s"), ("accepted", "accepted"), ("re-verified", "verified_speedup"),
+              ("review", "review")]
+    optional = {"compile_ms", "build_s", "verified_speedup"}  # shown when some candidate has one
+    fields = [(c, k) for c, k in fields if k not in optional or any(r[k] is not None for r in rows)]
+    table = page.table_html([c for c, _ in fields], [[r[k] for _, k in fields] for r in rows],
+                            table_id="candidates", digits=4,
+                            row_classes=["accepted" if r["accepted"] else "failed" if r["speedup"] is None else ""
+                                         for r in rows])
+    return page.page(f"kernelskill run {s['id']}", [
+        page.section("Summary", page.summary_html(facts), section_id="summary"),
+        page.section("Speedup by round", plot, section_id="speedup"),
+        page.section("Candidates", table, section_id="candidates-section")],
+        subtitle=f"task {s['task']}; {s['status']}", data=data,
+        footer="kernelskill: every number comes from the run's events.jsonl; candidate ms and eager ms are "
+               "medians of the timed trials, IQR their interquartile range.")
