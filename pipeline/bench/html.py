@@ -67,7 +67,7 @@ def histogram(tasks: list[dict[str, Any]]) -> str:
         return out
 
     ce, cc = counts("speedup"), counts("speedup_compile")
-    top = max([1, *ce, *cc])
+    top = 4 * math.ceil(max([1, *ce, *cc]) / 4)  # whole tasks on every tick
     slot = (W - PAD_L - PAD_R) / len(bins)
     parts = _axes(top, "tasks")
     for i, (lo, _hi) in enumerate(bins):
