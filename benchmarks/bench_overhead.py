@@ -3,6 +3,7 @@ at once, a scripted GPU): what ``kernelskill bench`` adds per step on top of the
 pool keeps a (simulated) GPU while the runs' LLM steps overlap.
 
     python benchmarks/bench_overhead.py [--runs 8] [--rounds 3] [--gpu-ms 50] [--llm-ms 20] [--json OUT]
+    python benchmarks/bench_overhead.py --gpu-phase 8          # (GPU) the real harness behind the pool
 
 Rows:
 - pool only: no-op jobs through the GPU pool (submit, queue, worker, future): its cost per job;
@@ -11,7 +12,10 @@ Rows:
 - simulated latencies: each LLM answer takes ``--llm-ms``, each GPU job ``--gpu-ms`` on one GPU slot:
   wall time against the GPU time the jobs needed, and the GPU busy share the pool achieved.
 A step's cost is mostly the fsync of its event (every step is on disk before the next one starts); the driver
-overlaps those of different runs. Nothing here is a GPU measurement: the H200 figure of the busy share needs a real suite (docs/gpu_verification.md).
+overlaps those of different runs. None of these rows is a GPU measurement. ``--gpu-phase N`` is: the GPU phase of an N-run suite, one fresh
+candidate per run (cold builds: half load_inline extensions, half fast-path kernels, with their tasks from
+tests/harness_cases), through the same pool with the real harness (a worker per visible GPU, builds ahead on
+the CPU): wall time, GPU busy share, evaluations per minute.
 """
 
 from __future__ import annotations
@@ -22,6 +26,7 @@ import shutil
 import sys
 import tempfile
 import time
+from collections import Counter
 from pathlib import Path
 from typing import Any
 
@@ -135,6 +140,40 @@ def driver(work: Path, runs: int, rounds: int, *, gpu_s: float = 0.0, llm_s: flo
     return row
 
 
+CASES = ROOT / "tests" / "harness_cases"
+PAIRS = (("good_add_inline.py", "add.py"), ("good_softmax_fastpath.py", "softmax_wide.py"))
+
+
+def gpu_phase(work: Path, n: int) -> dict[str, Any]:
+    import uuid
+
+    from kernelskill.pipeline.harness import EvalConfig
+
+    jobs = []
+    for i in range(n):
+        cand_name, task_name = PAIRS[i % len(PAIRS)]
+        nonce = uuid.uuid4().hex[:10]
+        source = (CASES / "gpu" / cand_name).read_text().replace("ks_case_add", f"ks_phase_{nonce}")
+        source = source.replace('cuda_src = r"""', f'cuda_src = r"""\n// {nonce}').replace('SRC = r"""', f'SRC = r"""\n// {nonce}')
+        run_dir = work / f"run{i}"
+        (run_dir / "candidates").mkdir(parents=True)
+        (run_dir / "candidates" / cand_name).write_text(source)
+        jobs.append(GPUJob("eval", CASES / "tasks" / task_name, run_dir / "candidates" / cand_name, run_dir))
+    cfg = EvalConfig(cache_dir=str(work / "cache"), baseline="compile")
+    from kernelskill.pipeline.bench.gpu_pool import HarnessBackend
+
+    backend = HarnessBackend(lambda run_dir, seed: EvalConfig(**cfg.to_dict()))
+    t0 = time.perf_counter()
+    with GPUPool(backend) as pool:
+        futures = [pool.submit(job) for job in jobs]
+        results = [f.result() for f in futures]
+        stats = pool.stats
+    wall = time.perf_counter() - t0
+    return {"row": f"GPU phase, real harness ({backend.name}, {len(backend.slots())} GPU)", "runs": n, "steps": n,
+            "wall_s": wall, "us_per_step": wall / n * 1e6, "gpu_busy_share": stats.busy_share(),
+            "statuses": [r.get("status") for r in results], "evals_per_min": n / wall * 60}
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--runs", type=int, default=8)
@@ -142,8 +181,21 @@ def main() -> None:
     parser.add_argument("--gpu-ms", type=float, default=50.0)
     parser.add_argument("--llm-ms", type=float, default=20.0)
     parser.add_argument("--json", type=Path, default=None)
+    parser.add_argument("--gpu-phase", type=int, default=0, metavar="N",
+                        help="(GPU) time the GPU phase of an N-run suite with the real harness instead")
     args = parser.parse_args()
     work = Path(tempfile.mkdtemp(prefix="ks-bench-overhead-"))
+    if args.gpu_phase:
+        try:
+            rows = [gpu_phase(work, args.gpu_phase)]
+        finally:
+            shutil.rmtree(work, ignore_errors=True)
+        r = rows[0]
+        print(f"{r['row']}: {r['runs']} candidates in {r['wall_s']:.1f} s ({r['evals_per_min']:.1f} per minute), "
+              f"GPU busy share {r['gpu_busy_share']:.0%}; statuses {dict(Counter(r['statuses']))}")
+        if args.json:
+            args.json.write_text(json.dumps(rows, indent=2) + "\n")
+        return
     try:
         loop_alone(work, 1, 1, name="warm-up")  # templates, imports: paid once, by nobody below
         rows = [pool_only(2000), loop_alone(work, args.runs, args.rounds), driver(work, args.runs, args.rounds),
