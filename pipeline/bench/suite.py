@@ -18,7 +18,7 @@ from typing import Any
 
 from kernelskill.errors import KernelskillError
 from kernelskill.pipeline.bench.tasks import TaskRef
-from kernelskill.pipeline.runs import MANIFEST, Run, RunStore, utcnow
+from kernelskill.pipeline.runs import EVENTS, MANIFEST, Run, RunStore, utcnow
 from kernelskill.pipeline.runs.exchange import atomic_write_text
 
 log = logging.getLogger(__name__)
@@ -27,6 +27,14 @@ SUITE_MANIFEST = "suite.json"
 RUNS = "runs"
 #: options that make a suite what it is: starting the same folder with others is refused
 IDENTITY = ("kind", "protocol", "baseline", "knowledge", "candidate_format", "model", "provider")
+
+
+def _readable(file: Path) -> bool:
+    try:
+        json.loads(file.read_text())
+    except (OSError, ValueError):
+        return False
+    return True
 
 
 def run_id_for(index: int, name: str) -> str:
@@ -95,9 +103,9 @@ class Suite:
     def run_for(self, entry: dict[str, Any], run_manifest: dict[str, Any]) -> Run:
         """The run folder of a task: opened when it exists, made (with a copy of the task) otherwise."""
         path = self.runs_dir / entry["run_id"]
-        if (path / MANIFEST).is_file():
+        if (path / MANIFEST).is_file() and (_readable(path / MANIFEST) or (path / EVENTS).is_file()):
             return Run(path)
-        if path.exists():  # made by a start that was killed before its manifest was written: nothing ran
+        if path.exists():  # made by a start killed before its manifest was whole: nothing ran in it
             shutil.rmtree(path)
         return RunStore(self.runs_dir).create(Path(entry["path"]), run_manifest, run_id=entry["run_id"])
 
