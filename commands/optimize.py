@@ -46,15 +46,18 @@ def load_object(spec: str) -> Any:
 
 
 class LiveDisplay:
-    """Round, phase, best speedup so far, tokens and cost, refreshed at every phase."""
+    """Round, phase, best speedup so far, tokens and cost, refreshed at every phase: a live table on a
+    terminal; when stderr is not one (a pipe, a log file), one line per phase."""
 
     def __init__(self, enabled: bool) -> None:
         self.enabled = enabled
         self.live: Any = None
+        self.lines = enabled and not sys.stderr.isatty()
         self.state: dict[str, Any] = {}
+        self._last = ""
 
     def __enter__(self) -> LiveDisplay:
-        if self.enabled:
+        if self.enabled and not self.lines:
             from rich.console import Console
             from rich.live import Live
 
@@ -70,6 +73,14 @@ class LiveDisplay:
         self.state = state
         if self.live is not None:
             self.live.update(self._table())
+        elif self.lines:
+            best = state.get("best_speedup")
+            line = (f"optimize {state.get('run', '')}: round {state.get('round', 0)}/{state.get('rounds', '?')} "
+                    f"{state.get('phase', 'start')}; best {f'{best:.3f}x' if best else '-'}, "
+                    f"{state.get('tokens', 0)} tokens, ${state.get('cost_usd', 0.0):.4f}")
+            if line != self._last:
+                self._last = line
+                print(line, file=sys.stderr, flush=True)
 
     def _table(self) -> Any:
         from rich.table import Table

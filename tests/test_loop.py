@@ -186,8 +186,10 @@ def test_optimize_cli_with_live_display_then_runs_commands(tmp_path: Path, task_
             "--evaluator", f"{helpers}:ScriptedEvaluator", "--retriever", f"{helpers}:StandInRetriever"], env=env)
     assert result.exit_code == 0, result.output
     assert "best 2.400x over eager" in result.output and "best.py" in result.output
-    assert "kernelskill optimize" in result.output  # the live table (rendered once without a terminal)
     run_id = next((home / "runs").iterdir()).name
+    # without a terminal the live table is one line per phase on stderr
+    assert f"optimize {run_id}: round 0/5 generate; best -" in result.stderr
+    assert f"optimize {run_id}: round 5/5" in result.stderr and "best 2.400x" in result.stderr
     report = CliRunner().invoke(main, ["runs", "report", run_id, "--home", str(home)])
     assert "| 2 | optimize | vectorized_access_16b |" in report.output
 

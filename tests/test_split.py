@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 from collections import Counter
 from pathlib import Path
 from typing import Any
@@ -196,12 +197,13 @@ def test_gpu_steps_carried_to_another_machine_and_back(tmp_path: Path, task_file
 
 
 def test_the_bare_box_command_imports_evaluates_exports_and_profiles_ahead(tmp_path: Path, task_file: Path,
-                                                                           monkeypatch) -> None:
+                                                                           monkeypatch, capsys) -> None:
     """gpu_side's own command line on the other machine (--import, --export-to), with the harness
     replaced by the scripted evaluator at the GPU boundary; profiling ahead saves the profile's trip."""
     here, box, out_dir = tmp_path / "laptop", tmp_path / "box" / "runs", tmp_path / "box-out"
     monkeypatch.setattr(gpu_side, "HarnessGPU", lambda **kw: _CheckedScripted())
     trips = 0
+    said = ""  # gpu_side's progress lines on stderr
     with ScriptedOpenAI(SCRIPT) as server:
         out = ks("optimize", str(task_file), "--rounds", "1", "--stop-before", "gpu", "--home", str(here),
                  "--base-url", server.base_url, *PLUGINS, env=llm_env())
@@ -210,6 +212,7 @@ def test_the_bare_box_command_imports_evaluates_exports_and_profiles_ahead(tmp_p
             archive = tmp_path / "carry" / f"{run_id}.kernelskill-run.tar.gz"
             assert ks("runs", "export", run_id, "-o", str(archive), "--home", str(here)).exit_code == 0
             assert gpu_side.main([str(box), "--import", str(archive), "--export-to", str(out_dir)]) == 0
+            said += capsys.readouterr().err
             back = ks("runs", "import", str(out_dir / archive.name), "--home", str(here), "--replace")
             assert back.exit_code == 0, back.output
             trips += 1
@@ -218,6 +221,8 @@ def test_the_bare_box_command_imports_evaluates_exports_and_profiles_ahead(tmp_p
     assert out.exit_code == 0, out.output
     assert json.loads(out.output)["best"]["verified_speedup"] == pytest.approx(1.60)
     assert trips == 3  # r00.eval with the seed's profile ahead, r01.eval, the re-verification
+    assert re.search(rf"gpu side \(\d+ s\): {run_id} r00\.eval: ok \[1/1\]", said), said
+    assert "1 pending GPU steps (1 evaluations: all built first, in parallel)" in said
     events = [json.loads(line) for line in (here / "runs" / run_id / "events.jsonl").read_text().splitlines()]
     assert [e["step"] for e in events if e["kind"] == "gpu"] == ["r00.eval", "profile.r00.generate", "r01.eval",
                                                                "profile.r01.optimize", "verify.r01.optimize"]

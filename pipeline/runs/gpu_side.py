@@ -198,7 +198,8 @@ def _past(deadline: float | None) -> bool:
 
 
 def evaluate_pending(runs: Iterable[Run], evaluator: Any = None, *, profile_ahead: bool = False,
-                     deadline: float | None = None) -> list[dict[str, Any]]:
+                     deadline: float | None = None,
+                     progress: Callable[[str, int | None, int | None], None] | None = None) -> list[dict[str, Any]]:
     """Evaluate and record the pending GPU step of every run; one row per step.
 
     ``evaluator`` offers ``evaluate(task, candidate, *, seed)`` and ``profile(task, candidate)``
@@ -209,7 +210,7 @@ def evaluate_pending(runs: Iterable[Run], evaluator: Any = None, *, profile_ahea
     GPU step recorded already. ``deadline`` (a ``time.monotonic()`` value): no step is started after it
     (nor, in a batch, one that would end after it); those stay pending, with the row status ``not started
     (budget)``. A run held by another process is skipped; a step that fails to run is reported and stays
-    pending."""
+    pending. ``progress(message, done, total)`` is called as each step is recorded (the CLI shows it)."""
     evaluator = evaluator if evaluator is not None else HarnessGPU()
     rows: list[dict[str, Any]] = []
     lock = threading.Lock()
@@ -223,6 +224,9 @@ def evaluate_pending(runs: Iterable[Run], evaluator: Any = None, *, profile_ahea
                 continue
             steps.append(step)
         evals = [s for s in steps if s.request["type"] == "eval"]
+        if progress is not None and steps:
+            progress(f"{len(steps)} pending GPU steps ({len(evals)} evaluations: all built first, in parallel)",
+                     None, None)
         handled: set[int] = set()
         ahead: list[PendingStep] = []
 
@@ -239,6 +243,8 @@ def evaluate_pending(runs: Iterable[Run], evaluator: Any = None, *, profile_ahea
                 rows.append(row)
                 if follow is not None:
                     ahead.append(PendingStep(step.run, follow))
+                if progress is not None:
+                    progress(f"{step.run.id} {step.request['step']}: {row['status']}", len(rows), len(steps))
 
         if evals and hasattr(evaluator, "evaluate_many"):
             streaming = _accepts(evaluator.evaluate_many, "on_result")
@@ -351,7 +357,14 @@ def main(argv: Sequence[str] | None = None) -> int:
         else:
             gpu = HarnessGPU(allow_cpu=args.allow_cpu, build_jobs=args.build_jobs)
             gpu.check()
-            rows = evaluate_pending(runs, gpu, profile_ahead=not args.no_profile_ahead, deadline=deadline)
+
+            def progress(message: str, done: int | None, total: int | None) -> None:  # one line each, stderr
+                count = f" [{done}/{total}]" if done is not None and total else ""
+                print(f"gpu side ({time.monotonic() - started:.0f} s): {message}{count}", file=sys.stderr, flush=True)
+
+            progress(f"{len(runs)} runs under {', '.join(map(str, args.dirs))}", None, None)
+            rows = evaluate_pending(runs, gpu, profile_ahead=not args.no_profile_ahead, deadline=deadline,
+                                    progress=progress)
     except KernelskillError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return exc.exit_code
