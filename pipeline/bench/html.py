@@ -22,7 +22,7 @@ def _esc(value: Any) -> str:
 
 def _caption(labels: dict[str, str], what: str) -> str:
     return (f"<figcaption><b>{_esc(what)}</b><br>protocol {_esc(labels['protocol'])} &middot; baseline "
-            f"eager and torch.compile ({_esc(labels['baseline'])} timed) &middot; dtype {_esc(labels['dtype'])} "
+            f"{_esc(labels['baseline'])} &middot; dtype {_esc(labels['dtype'])} "
             f"&middot; tolerance {_esc(labels['tolerance'])} &middot; GPU {_esc(labels['gpu'])}</figcaption>")
 
 

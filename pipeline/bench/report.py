@@ -54,7 +54,8 @@ def task_row(entry: dict[str, Any], run: Run | None) -> dict[str, Any]:
     row["baseline"] = harness.get("baseline", "eager")
     events = run.log.events
     types = [e["type"] for e in events]
-    row["status"] = ("finished" if "run_finished" in types else "paused" if types and types[-1] == "run_paused"
+    done = "run_finished" in types or any(e.get("step") == "solution.eval" for e in events)  # bench eval: one step
+    row["status"] = ("finished" if done else "paused" if types and types[-1] == "run_paused"
                      else "failed" if types and types[-1] == "run_error" else "incomplete")
     errors = [e["data"].get("error") for e in events if e["type"] == "run_error"]
     if errors and row["status"] == "failed":
@@ -164,7 +165,9 @@ def _labels(rows: list[dict[str, Any]], options: dict[str, Any]) -> dict[str, st
             full = {"fp32": "float32", "fp16": "float16", "bf16": "bfloat16"}.get(dtype, dtype)
             atol, rtol = proto.tolerance(full)
             tolerances.append(f"{dtype} atol={atol:g} rtol={rtol:g}")
-    return {"protocol": protocol_name, "baseline": seen("baseline", str(options.get("baseline") or "eager")),
+    timed = seen("baseline", str(options.get("baseline") or "eager"))
+    baseline = "eager and torch.compile" if "compile" in timed else "eager (torch.compile not timed)"
+    return {"protocol": protocol_name, "baseline": baseline,
             "dtype": seen("dtype", "unknown"), "tolerance": "; ".join(tolerances), "gpu": seen("gpu", "unknown")}
 
 
@@ -191,7 +194,7 @@ def _f(value: Any, suffix: str = "") -> str:
 def markdown(report: dict[str, Any]) -> str:
     lab = report["labels"]
     lines = [f"# kernelskill suite {report['suite']}", "",
-             f"Protocol {lab['protocol']}; baselines: eager and torch.compile ({lab['baseline']} timed); dtype "
+             f"Protocol {lab['protocol']}; baselines: {lab['baseline']}; dtype "
              f"{lab['dtype']}; tolerance {lab['tolerance']}; GPU {lab['gpu']}.", ""]
     groups = [("overall", report["overall"])] + [(f"level {k}", v) for k, v in report["levels"].items()]
     head = "| group | tasks | correct | " + " | ".join(f"fast_{p:g}" for p in report["p_values"])
