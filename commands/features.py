@@ -53,6 +53,13 @@ def _render(fs: Any) -> None:
 @common_options
 def features(ctx: Ctx, file: Path, no_llm: bool) -> None:
     """Show the 18 static code features of FILE (.py with load_inline/Triton kernels, or .cu)."""
+    emit(ctx, kernel_features(ctx, file, no_llm=no_llm), _render)
+
+
+def kernel_features(ctx: Ctx, file: Path, *, no_llm: bool = False) -> Any:
+    """The FeatureSet of ``file`` as ``features`` shows it (the MCP tool calls this too): a file that is not a
+    kernel source is refused before any LLM call; undecided features go to the configured LLM unless
+    ``no_llm``."""
     from kernelskill.errors import KernelskillError
     from kernelskill.feature_rules import FeatureCache, extract_file
 
@@ -64,13 +71,7 @@ def features(ctx: Ctx, file: Path, no_llm: bool) -> None:
         raise KernelskillError(f"{file}: no kernel found (no __global__ function, no load_inline source, "
                                f"no Triton kernel, no library launch in forward)")
     if no_llm:
-        emit(ctx, rules_only, _render)
-        return
-    llm = None
-    cache = None
-    if not no_llm:
-        llm, settings = feature_llm(ctx)
-        if llm is not None:
-            cache = FeatureCache(settings.cache_dir / "features.duckdb")
-    fs = extract_file(file, llm=llm, cache=cache)
-    emit(ctx, fs, _render)
+        return rules_only
+    llm, settings = feature_llm(ctx)
+    cache = FeatureCache(settings.cache_dir / "features.duckdb") if llm is not None else None
+    return extract_file(file, llm=llm, cache=cache)

@@ -63,35 +63,39 @@ def _live_profile(task: Path | None, kernel: Path, settings: Any) -> Any:
 def query(ctx, kernel: Path, task: Path | None, profile_path: Path | None, run_ncu: bool, explain: bool,
           context_items: tuple[str, ...], k: int) -> None:
     """Which methods apply to KERNEL, and why (offline; no GPU, no LLM)."""
-    from kernelskill.retrieval.api import query as run_query
-
     if profile_path is not None and run_ncu:
         raise KernelskillError("give either --profile or --ncu, not both")
+    prof: Any = profile_path
+    if run_ncu:
+        if task is not None:
+            check_task(task, option="--task")
+        prof = _live_profile(task, kernel, ctx.settings())
+    result = query_result(ctx, kernel, task=task, profile=prof, context=_parse_context(context_items), k=k)
+    emit(ctx, result, lambda r: render(r, explain=explain))
+
+
+def query_result(ctx, kernel: Path, *, task: Path | None, profile: Any, context: dict[str, Any], k: int) -> Any:
+    """The QueryResult ``query`` shows (the MCP tool calls this too): the task and the context fields are
+    checked first; a missing KB is built once, with a note and progress on stderr."""
+    from kernelskill.kb.store import CURRENT, KBStore
+    from kernelskill.retrieval.api import query as run_query
+
     if task is not None:
         check_task(task, option="--task")
     settings = ctx.settings()
-    from kernelskill.kb.store import CURRENT, KBStore
+    if (settings.kb_dir / CURRENT).is_file():
+        if context:
+            context = check_context(context, KBStore.open(settings.kb_dir, read_only=True).fields())
+        return run_query(kernel, task=task, profile=profile, settings=settings, context=context or None, k=k)
+    click.echo(f"no knowledge base in {settings.kb_dir} yet: this query builds it from the bundled skills "
+               f"(once; embedding the skill docs takes a while on a small CPU)", err=True)
+    from kernelskill.commands._progress import Progress
 
-    context = _parse_context(context_items)
-    built = (settings.kb_dir / CURRENT).is_file()
-    if built and context:
-        context = check_context(context, KBStore.open(settings.kb_dir, read_only=True).fields())
-    if not built:
-        click.echo(f"no knowledge base in {settings.kb_dir} yet: this query builds it from the bundled skills "
-                   f"(once; embedding the skill docs takes a while on a small CPU)", err=True)
-    prof: Any = profile_path
-    if run_ncu:
-        prof = _live_profile(task, kernel, settings)
-    if not built:
-        from kernelskill.commands._progress import Progress
-
-        with Progress("query") as progress, progress.stage("building the knowledge base"):
-            result = run_query(kernel, task=task, profile=prof, settings=settings, context=context or None, k=k)
-        if context:  # the KB exists now: its fields say which context keys are valid
-            check_context(context, KBStore.open(settings.kb_dir, read_only=True).fields())
-    else:
-        result = run_query(kernel, task=task, profile=prof, settings=settings, context=context or None, k=k)
-    emit(ctx, result, lambda r: render(r, explain=explain))
+    with Progress("query") as progress, progress.stage("building the knowledge base"):
+        result = run_query(kernel, task=task, profile=profile, settings=settings, context=context or None, k=k)
+    if context:  # the KB exists now: its fields say which context keys are valid
+        check_context(context, KBStore.open(settings.kb_dir, read_only=True).fields())
+    return result
 
 
 # ------------------------------------------------------------------------------------------ render
@@ -154,6 +158,17 @@ def render(r: Any, *, explain: bool = False) -> None:
         con.print("  " + "  ".join(f"{key}={_v(vals.get(key))}" for key in keys if key in vals))
         if p.missing:
             con.print(f"  [yellow]missing[/]: {e('; '.join(p.missing))}")
+
+    if getattr(r, "kernels", None):
+        t = Table(title="kernels: share of time, operation, own tier and bottleneck (* = methods chosen for it)",
+                  title_justify="left")
+        for col in ("kernel", "share", "op", "tier", "bottleneck", "metrics that decided"):
+            t.add_column(col, overflow="fold")
+        for kd in r.kernels:
+            t.add_row(kd.name[:48] + (" *" if kd.target else "") + (" (vendor)" if kd.vendor else ""),
+                      f"{kd.share_pct:.1f}%" if kd.share_pct is not None else "-", kd.op, kd.tier,
+                      kd.bottleneck or "-", ", ".join(f"{m}={_v(v)}" for m, v in kd.metrics.items()))
+        con.print(t)
 
     tier_col = "yellow" if r.tier.name == "unknown" else "cyan"
     con.print(f"[bold]tier[/] [{tier_col}]{r.tier.name}[/]: {e(r.tier.reason)}")

@@ -127,26 +127,19 @@ def _path(value: str | None, what: str) -> Path | None:
 
 # ------------------------------------------------------------------------------------------ the tools
 def run_query(ctx: Ctx, args: QueryArgs) -> Any:
-    from kernelskill.retrieval.api import query
+    from kernelskill.commands.query import query_result
 
     task = _path(args.task, "task")
     profile = _path(args.profile, "profile")
     with kernel_path(args) as kernel:
-        return query(kernel, task=task, profile=profile, settings=ctx.settings(), context=args.context or None,
-                     k=args.k)
+        return query_result(ctx, kernel, task=task, profile=profile, context=dict(args.context or {}), k=args.k)
 
 
 def run_features(ctx: Ctx, args: FeaturesArgs) -> Any:
-    from kernelskill.commands.features import feature_llm
-    from kernelskill.feature_rules import FeatureCache, extract_file
+    from kernelskill.commands.features import kernel_features
 
-    llm, cache = None, None
-    if not args.no_llm:
-        llm, settings = feature_llm(ctx)
-        if llm is not None:
-            cache = FeatureCache(settings.cache_dir / "features.duckdb")
     with kernel_path(args) as kernel:
-        return extract_file(kernel, llm=llm, cache=cache)
+        return kernel_features(ctx, kernel, no_llm=args.no_llm)
 
 
 def run_kb_search(ctx: Ctx, args: KbSearchArgs) -> Any:

@@ -157,6 +157,8 @@ def test_every_tool_over_stdio(home: Path) -> None:
             assert "not found" in await c.error("runs_pending", {"run": "no-such-run"})
             assert await c.error("bench_report", {"suite": str(home.parent / "no-suite")})
             assert "no KB object" in await c.error("kb_show", {"id": "missing_method"})
+            assert "no_such_field" in await c.error("query", {"kernel": str(KERNEL), "context": {"no_such_field": 1}})
+            assert "not a kernel source" in await c.error("features", {"kernel": str(SMALL / "methods.yaml")})
             echoed = await c.error("kb_show", {"id": SECRET})  # a secret in an error message is masked
             assert "***" in echoed
             assert (await c.ok("kb_show", {"id": "coalesced_access"})) == show  # still serving
