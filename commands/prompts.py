@@ -12,14 +12,16 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Any
+from typing import Any, get_args
 
 import click
 
 from kernelskill.commands._common import common_options, emit
+from kernelskill.config import LoopSettings
 from kernelskill.errors import KernelskillError
 
 STEPS = ("generate", "plan", "write", "diagnose")
+FORMATS = get_args(LoopSettings.model_fields["candidate_format"].annotation)  # what `optimize --format` takes
 #: stands where the loop puts the planner's answer, in a rendered writer prompt
 PLAN_PLACEHOLDER = "<the planner's plan for this method>"
 FAILURE_PLACEHOLDER = {"status": "runtime_error", "message": "<the harness's message>"}
@@ -51,14 +53,14 @@ def render_step(settings: Any, task: Path, *, step: str, candidate: Path | None 
         raise KernelskillError(f"--step {step}: give --candidate FILE (the kernel that step works on)")
     if candidate is not None and not candidate.is_file():
         raise KernelskillError(f"{candidate}: candidate file not found")
-    gpu = default_gpu(settings.arch)  # what ``optimize`` gives the loop
+    gpu = default_gpu(settings.arch, protocol=settings.harness.protocol)  # what ``optimize`` gives the loop
     agents = Agents(None, gpu, candidate_format=candidate_format, knowledge=knowledge)
     memory = Memory().view()
     kernel_source = candidate.read_text() if candidate is not None else ""
     if step == "generate":
         messages = messages_for("generator", gpu=gpu, candidate_format=candidate_format, task_source=task_source,
                                 memory=memory)
-        return {"step": step, "role": "generator", "messages": messages, "expects": code_expects()}
+        return {"step": step, "role": "generator", "messages": messages, "expects": code_expects(candidate_format)}
     if step == "diagnose":
         failure = eval_view(result or FAILURE_PLACEHOLDER)
         if failure["harness_failure"]:
@@ -96,7 +98,7 @@ def render_step(settings: Any, task: Path, *, step: str, candidate: Path | None 
     plan = PlanDecision(method=chosen["id"], plan=PLAN_PLACEHOLDER)
     messages = agents.optimize_messages(task_source=task_source, kernel_source=kernel_source, method=chosen,
                                         plan=plan, memory=memory)
-    return {"step": step, "role": "optimizer", "messages": messages, "expects": code_expects()}
+    return {"step": step, "role": "optimizer", "messages": messages, "expects": code_expects(candidate_format)}
 
 
 def as_text(rendered: dict[str, Any]) -> str:
@@ -122,7 +124,7 @@ def prompts() -> None:
               help="Which prompt (default: plan with --candidate, generate without).")
 @click.option("--knowledge", type=click.Choice(["kb", "none"]), default="kb", show_default=True,
               help="none: the ablation arm's planner (no query, no retrieved knowledge).")
-@click.option("--format", "candidate_format", type=click.Choice(["load_inline", "fastpath"]), default="load_inline",
+@click.option("--format", "candidate_format", type=click.Choice(FORMATS), default="load_inline",
               show_default=True, help="The candidate format the code-writing roles are asked for.")
 @click.option("--method", default=None, help="write: the method the planner chose (default: the top permitted).")
 @click.option("--result", "result_path", type=click.Path(path_type=Path), default=None,

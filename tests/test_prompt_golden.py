@@ -47,6 +47,7 @@ CASES: dict[str, list[str]] = {
     "gemm_groupnorm.generate": [f"{DATA}/gemm_groupnorm_task.py", "--step", "generate"],
     "gemm_groupnorm.plan.static": GEMM_GN + ["--step", "plan"],
     "gemm_groupnorm.write.fastpath": GEMM_GN + ["--step", "write", "--format", "fastpath"],
+    "gemm_groupnorm.write.triton": GEMM_GN + ["--step", "write", "--format", "triton"],
 }
 
 
