@@ -22,7 +22,6 @@ from __future__ import annotations
 
 import argparse
 import contextlib
-import dataclasses
 import inspect
 import json
 import logging
@@ -92,16 +91,15 @@ class HarnessGPU:
 
     @staticmethod
     def config(run_dir: Path, seed: int | None = None) -> Any:
-        from kernelskill.pipeline.harness import EvalConfig
+        """The run's EvalConfig: its manifest's harness settings through the harness's one settings mapper
+        (the protocol first, then the settings), exactly as the planning side would evaluate."""
+        from kernelskill.pipeline.harness.config import eval_config
 
         try:
             values = dict(json.loads((Path(run_dir) / MANIFEST).read_text()).get("harness") or {})
         except (OSError, json.JSONDecodeError):
             values = {}
-        if seed is not None:
-            values["seed"] = seed
-        names = {f.name for f in dataclasses.fields(EvalConfig)}
-        return EvalConfig(**{k: v for k, v in values.items() if k in names})
+        return eval_config(values, seed=seed)
 
     def evaluate_many(self, steps: Sequence[PendingStep], *,
                       on_result: Callable[[int, dict[str, Any] | None, BaseException | None], None] | None = None,
