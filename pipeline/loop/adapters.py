@@ -99,7 +99,7 @@ def stage_timings(details: dict[str, Any]) -> dict[str, float]:
     """Seconds spent in each stage of an evaluation, in order. The harness records when each stage began
     (``stage_times_s``, with ``end``); a worker killed for its time or memory leaves only its stage and its
     total (``worker_seconds``), and the stage it died in gets what is left of that total."""
-    starts = details.get("stage_times_s") or details.get("stage_timings") or {}
+    starts = details.get("stage_times_s") or {}
     begun = sorted(((str(k), float(v)) for k, v in starts.items() if isinstance(v, int | float) and k != "end"),
                    key=lambda kv: kv[1])
     end = starts.get("end")
