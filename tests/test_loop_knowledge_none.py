@@ -103,3 +103,17 @@ def test_optimize_cli_passes_knowledge_none_to_the_manifest(tmp_path: Path) -> N
     run = next((home / "runs").iterdir())
     assert json.loads((run / "run.json").read_text())["options"]["knowledge"] == "none"
     assert not (home / "kb").exists()  # the KB was never opened
+
+
+def test_the_knowledge_setting_is_one_field_of_loop_settings_and_options(tmp_path: Path) -> None:
+    from kernelskill.config import LoopSettings, load_settings
+
+    (tmp_path / "kernelskill.toml").write_text('[loop]\nknowledge = "none"\nrounds = 4\n')
+    settings = load_settings(home=tmp_path)
+    assert settings.loop.knowledge == "none"
+    options = LoopOptions.from_settings(settings.loop, rounds=None, knowledge=None, stop_before=["gpu"])
+    assert (options.knowledge, options.rounds, options.stop_before) == ("none", 4, ["gpu"])
+    assert LoopOptions.from_settings(settings.loop, knowledge="kb").knowledge == "kb"
+    assert set(LoopSettings.model_fields) == set(LoopOptions.model_fields) - {"stop_before"}
+    with pytest.raises(ValueError):
+        LoopOptions(knowledge="some")

@@ -375,8 +375,9 @@ class Loop:
             if verified["correct"]:
                 best = cand
                 break
-            self._note("verify_failed", f"verify.{cand.step}", {"candidate": cand.path,
-                                                                                  "status": verified["status"]})
+            self._note("verify_failed", f"verify.{cand.step}", {  # harness_failure: the harness's limit, not the code
+                "candidate": cand.path, "status": verified["status"], "harness_failure": verified["harness_failure"],
+                "stage": verified["stage"], "stage_timings": verified["stage_timings"]})
         self._phase("report")
         summary: dict[str, Any] | None = None
         if best is not None and verified is not None:
