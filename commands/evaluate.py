@@ -63,6 +63,9 @@ def _render(data: dict[str, Any]) -> None:
         table.add_row("speed of light", f"floor {sol['floor_ms']:.4g} ms ({sol['fraction_of_floor'] * 100:.0f}% of it)")
     took = "cached" if d.get("build_cached") else f"{d.get('build_seconds', 0):.1f} s"
     table.add_row("build", f"key {d.get('build_key', '-')}, {took}")
+    if d.get("isolation"):
+        table.add_row("isolation", d["isolation"] if d["isolation"] == "namespaces"
+                      else f"[yellow]{d.get('isolation_warning') or d['isolation']}[/]")
     con.print(Panel(table, title=f"{Path(r.get('candidate', '')).name} on {Path(r.get('task', '')).name}",
                     expand=False))
     if r.get("build_log"):
