@@ -20,7 +20,8 @@ def kb() -> None:
 
 
 def _open(ctx: Any, *, read_only: bool = False, bundled: Path | None = None):
-    from kernelskill.kb.store import KBStore, open_store
+    from kernelskill.kb.home import open_store
+    from kernelskill.kb.store import KBStore
 
     settings = ctx.settings()
     if bundled is not None:  # the caller builds the KB itself from this base folder
