@@ -1,43 +1,39 @@
-"""Harness speed on the GPU box: build times, evaluation overhead, timing noise, KernelBench agreement.
+"""Harness speed on the GPU box, over current KernelBench tasks at their shipped sizes.
 
-    python -m kernelskill.benchmarks.harness [--quick] [--json OUT]   (or python benchmarks/harness.py)
+    python benchmarks/harness.py --cases DIR [--kernelbench-timing FILE] [--json OUT] [--jsonl OUT]
 
-Prints one table per measurement. Needs CUDA, nvcc and torch (no other dependency).
+``DIR/cases.json`` lists cases ``{name, level, task, candidate, protocol}`` (paths relative to DIR): a
+KernelBench task file and a correct candidate for it. KernelBench's files are not part of this
+repository; see docs/harness.md for how the cases of the committed figures were made.
+
+Prints, per measurement, one table:
+
+1. cold ``load_inline`` builds one at a time (median; the shared trampoline is built first, apart),
+   then the remaining candidates built in parallel;
+2. a cached build: ``build()`` hitting the cache, and the worker importing the built candidate;
+3. one full evaluation per case (every check on, under the case's protocol): wall time, p50/p95 per
+   level and overall, the timed trials and the stage that took longest;
+4. the eager baseline three ways, side by side in this process: the evaluation's median (worker),
+   our timer here, and KernelBench's own timing function (``time_execution_with_cuda_event``) on the
+   same model and inputs.
+
+Every result is appended to ``--jsonl`` as it is measured, so a run cut short still reports.
+Needs CUDA, nvcc and torch (no other dependency).
 """
 
 from __future__ import annotations
 
 import argparse
+import importlib.util
 import json
-import os
 import statistics
+import sys
 import tempfile
 import time
-import uuid
 from pathlib import Path
-
-from _stages import stage
+from typing import Any
 
 HERE = Path(__file__).resolve().parent
-ROOT = HERE.parent
-CASES = ROOT / "tests" / "harness_cases"
-
-INLINE_TEMPLATE = (CASES / "gpu" / "good_add_inline.py").read_text()
-FAST_TEMPLATE = (CASES / "gpu" / "good_add_fastpath.py").read_text()
-
-
-def _unique(text: str, tag: str) -> str:
-    nonce = uuid.uuid4().hex[:10]
-    text = text.replace("ks_case_add", f"ks_bench_{tag}_{nonce}")
-    # a comment in the CUDA source makes it a new source (a cold build)
-    return text.replace('cuda_src = r"""', f'cuda_src = r"""\n// {nonce}').replace('SRC = r"""',
-                                                                                f'SRC = r"""\n// {nonce}')
-
-
-def _write(tmp: Path, text: str, name: str) -> Path:
-    p = tmp / f"{name}.py"
-    p.write_text(text)
-    return p
 
 
 def table(title: str, header: list[str], rows: list[list[object]]) -> str:
@@ -49,167 +45,206 @@ def table(title: str, header: list[str], rows: list[list[object]]) -> str:
     return "\n".join(lines) + "\n"
 
 
-def bench_builds(tmp: Path, cache: str, parallel: int, quick: bool) -> tuple[str, dict]:
+def percentile(values: list[float], q: float) -> float:
+    """Nearest-rank percentile (q in 0..100) of a non-empty list."""
+    vals = sorted(values)
+    k = max(0, min(len(vals) - 1, int(round(q / 100 * len(vals) + 0.5)) - 1))
+    return vals[k]
+
+
+class Recorder:
+    def __init__(self, jsonl: Path | None) -> None:
+        self.jsonl = jsonl
+        self.data: dict[str, Any] = {}
+
+    def add(self, section: str, key: str, value: Any) -> None:
+        self.data.setdefault(section, {})[key] = value
+        if self.jsonl:
+            with open(self.jsonl, "a") as fh:
+                fh.write(json.dumps({"section": section, "key": key, "value": value}, default=str) + "\n")
+
+
+def bench_builds(cases: list[dict], root: Path, cache: str, serial: int, rec: Recorder) -> str:
     from kernelskill.pipeline.harness import EvalConfig, build, build_many
 
-    out: dict = {}
-    rows = []
     cfg = EvalConfig(cache_dir=cache)
-    # fast path: cold then cached
-    fp = _write(tmp, _unique(FAST_TEMPLATE, "fp"), "fast_cold")
+    rows: list[list[object]] = []
+    warm = HERE.parent / "tests" / "harness_cases" / "gpu" / "good_add_inline.py"
     t = time.perf_counter()
-    b = build(fp, cfg)
-    cold_fp = time.perf_counter() - t
-    t = time.perf_counter()
-    b2 = build(fp, cfg)
-    hit_fp = time.perf_counter() - t
-    ev = json.loads((Path(cache) / b.key / "build.json").read_text())
-    nvcc_s = ev.get("fastpath", [{}])[0].get("seconds") if ev.get("fastpath") else None
-    rows.append(["fast path (nvcc -cubin)", cold_fp, nvcc_s, hit_fp, b.ok and b2.cached])
-    out["fastpath"] = {"cold_s": cold_fp, "compile_s": nvcc_s, "hit_s": hit_fp}
-
-    routes = [("load_inline fast route (1 nvcc call + shared trampoline)", {}, {}),
-              ("load_inline fast route, second candidate", {}, {}),
-              ("load_inline light headers (2 units, ninja)", {}, {"KERNELSKILL_HARNESS_NO_FAST_INLINE": "1"})]
-    if os.environ.get("KERNELSKILL_BENCH_PCH"):
-        routes.append(("load_inline light headers + pch", {"use_pch": True},
-                       {"KERNELSKILL_HARNESS_NO_FAST_INLINE": "1"}))
-    if not quick:
-        routes.append(("load_inline as written (torch default)", {"fast_headers": False}, {}))
-    for label, over, env in routes:
-        old = {k: os.environ.get(k) for k in env}
-        os.environ.update(env)
-        try:
-            c = EvalConfig(cache_dir=cache, **over)
-            p = _write(tmp, _unique(INLINE_TEMPLATE, "li"), f"inline_{len(rows)}")
-            t = time.perf_counter()
-            b = build(p, c)
-            cold = time.perf_counter() - t
-            t = time.perf_counter()
-            b2 = build(p, c)
-            hit = time.perf_counter() - t
-            ev = json.loads((Path(cache) / b.key / "build.json").read_text()).get("events", [])
-            inner = sum(e.get("seconds", 0) for e in ev)
-            routes_used = ",".join(e.get("route", "") + ("" if e.get("ok") else "(failed)") for e in ev)
-            rows.append([f"{label} [{routes_used}]", cold, inner, hit, b.ok and b2.cached])
-            out[label] = {"cold_s": cold, "inner_s": inner, "hit_s": hit, "ok": b.ok, "message": b.message}
-        finally:
-            for k, v in old.items():
-                if v is None:
-                    os.environ.pop(k, None)
-                else:
-                    os.environ[k] = v
-    # parallel light builds
-    if parallel > 1:
-        paths = [_write(tmp, _unique(INLINE_TEMPLATE, "par"), f"par_{i}") for i in range(parallel)]
+    b = build(warm, cfg)
+    first = time.perf_counter() - t
+    rows.append(["first load_inline build (builds the shared trampoline)", first, b.ok, "-"])
+    rec.add("builds", "first_with_trampoline", {"seconds": first, "ok": b.ok})
+    colds: list[float] = []
+    for case in cases[:serial]:
         t = time.perf_counter()
-        res = build_many(paths, cfg, jobs=parallel)
+        b = build(root / case["candidate"], cfg)
+        sec = time.perf_counter() - t
+        events = json.loads((Path(cache) / b.key / "build.json").read_text()).get("events", [])
+        route = ",".join(e.get("route", "") + ("" if e.get("ok") else "(failed)") for e in events)
+        colds.append(sec)
+        rows.append([f"cold build, one at a time: {case['name']}", sec, b.ok, route])
+        rec.add("builds", case["name"], {"seconds": sec, "ok": b.ok, "route": route, "message": b.message})
+    rest = cases[serial:]
+    if rest:
+        t = time.perf_counter()
+        res = build_many([root / c["candidate"] for c in rest], cfg)
         wall = time.perf_counter() - t
-        per = [r.seconds for r in res]
-        rows.append([f"{parallel} load_inline builds in parallel (wall / candidate)", wall / parallel,
-                     statistics.median(per), 0.0, all(r.ok for r in res)])
-        out["parallel"] = {"n": parallel, "wall_s": wall, "per_candidate_wall_s": wall / parallel,
-                           "median_each_s": statistics.median(per)}
-    text = table("Build time per candidate (seconds; worker start-up included in 'cold')",
-                 ["route", "cold", "compile only", "cache hit", "ok"], rows)
-    return text, out
+        rows.append([f"{len(rest)} cold builds in parallel (wall / candidate)", wall / len(rest),
+                     all(r.ok for r in res), "-"])
+        rec.add("builds", "parallel", {"n": len(rest), "wall_s": wall, "each_s": [r.seconds for r in res],
+                                       "ok": [r.ok for r in res], "messages": [r.message for r in res]})
+    if colds:
+        rows.append(["MEDIAN cold build (one at a time)", statistics.median(colds), "", ""])
+        rec.add("builds", "median_cold_s", statistics.median(colds))
+    hits = []
+    for case in cases:
+        t = time.perf_counter()
+        build(root / case["candidate"], cfg)
+        hits.append(time.perf_counter() - t)
+    rows.append(["cache hit: build() of a built candidate (max over cases)", max(hits), "", ""])
+    rec.add("builds", "cache_hit_max_s", max(hits))
+    return table("Builds (seconds)", ["what", "seconds", "ok", "route"], rows)
 
 
-EVAL_CASES = (("add", "good_add_fastpath"), ("softmax_wide", "good_softmax_fastpath"),
-              ("matmul", "good_matmul_fastpath"))
+def bench_evals(cases: list[dict], root: Path, cache: str, rec: Recorder, budget: float | None) -> str:
+    from kernelskill.pipeline.harness import evaluate
+    from kernelskill.pipeline.harness.config import eval_config
+
+    rows: list[list[object]] = []
+    walls: dict[int, list[float]] = {}
+    imports: list[float] = []
+    for case in cases:
+        cfg = eval_config({}, protocol=case["protocol"], cache_dir=cache,
+                          **({"timing_budget_s": budget} if budget else {}))
+        t = time.perf_counter()
+        res = evaluate(root / case["task"], root / case["candidate"], cfg)
+        wall = time.perf_counter() - t
+        d = res.details
+        stages = d.get("stage_times_s") or {}
+        marks = sorted(stages.items(), key=lambda kv: kv[1])
+        spans = [(marks[i + 1][1] - marks[i][1], marks[i][0]) for i in range(len(marks) - 1)]
+        slowest = max(spans) if spans else (0.0, "-")
+        if d.get("import_s") is not None:
+            imports.append(float(d["import_s"]))
+        walls.setdefault(case["level"], []).append(wall)
+        rows.append([case["name"], case["level"], case["protocol"], res.status, wall,
+                     d.get("worker_seconds", 0.0), d.get("import_s", "-"), (d.get("timing") or {}).get("trials", "-"),
+                     f"{slowest[1]} {slowest[0]:.1f}s", str(d.get("alt_shapes", "-"))[:48]])
+        rec.add("eval", case["name"], {"level": case["level"], "protocol": case["protocol"], "wall_s": wall,
+                                       "result": res.to_dict()})
+        print(f"  {case['name']}: {res.status} in {wall:.1f} s ({res.message[:100]})", file=sys.stderr, flush=True)
+    text = table("One evaluation per case, every check on (seconds)",
+                 ["case", "level", "protocol", "status", "wall", "worker", "import", "trials", "slowest stage",
+                  "second shape set"], rows)
+    summary = []
+    every = [w for ws in walls.values() for w in ws]
+    for level in sorted(walls):
+        ws = walls[level]
+        summary.append([f"level {level}", len(ws), statistics.median(ws), percentile(ws, 95), max(ws)])
+    if every:
+        summary.append(["all", len(every), statistics.median(every), percentile(every, 95), max(every)])
+    if imports:
+        summary.append(["cached build load (worker import)", len(imports), statistics.median(imports),
+                        percentile(imports, 95), max(imports)])
+    rec.add("eval_summary", "levels", summary)
+    return text + "\n" + table("Evaluation wall time per candidate (seconds)",
+                               ["set", "n", "p50", "p95", "max"], summary)
 
 
-def bench_eval(cache: str, repeats: int, cases: tuple[tuple[str, str], ...] = EVAL_CASES) -> tuple[str, dict]:
-    from kernelskill.pipeline.harness import EvalConfig, evaluate
-
-    rows = []
-    out = {}
-    for task, cand in cases:
-        meds, walls, refs = [], [], []
-        res = None
-        for _ in range(repeats):
-            cfg = EvalConfig(cache_dir=cache, timing_trials=100)
-            t = time.perf_counter()
-            res = evaluate(CASES / "tasks" / f"{task}.py", CASES / "gpu" / f"{cand}.py", cfg)
-            walls.append(time.perf_counter() - t)
-            if res.status == "ok":
-                meds.append(res.candidate_ms)
-                refs.append(res.baseline_ms)
-        if not meds:
-            rows.append([cand, res.status if res else "?", "", "", "", "", ""])
-            continue
-        spread = (max(meds) - min(meds)) / statistics.fmean(meds) * 100
-        ref_spread = (max(refs) - min(refs)) / statistics.fmean(refs) * 100
-        timed = 2 * 100 * (meds[0] + refs[0]) / 1e3
-        rows.append([cand, statistics.median(walls), timed, meds[0], spread, refs[0], ref_spread])
-        out[cand] = {"eval_wall_s": walls, "candidate_ms": meds, "baseline_ms": refs,
-                     "spread_pct": spread, "ref_spread_pct": ref_spread,
-                     "details": {k: res.details.get(k) for k in ("import_s", "worker_seconds", "speed_of_light",
-                                                                  "wall_check", "stage_times_s")}}
-    text = table(f"Evaluation (cached build), {repeats} runs each: wall per evaluation, spread of medians",
-                 ["candidate", "eval wall s", "GPU timed s", "cand ms", "cand spread %", "eager ms",
-                  "eager spread %"], rows)
-    return text, out
+def load_kernelbench_timing(path: Path) -> Any:
+    spec = importlib.util.spec_from_file_location("kernelbench_timing", path)
+    if spec is None or spec.loader is None:
+        raise SystemExit(f"{path}: cannot import KernelBench's timing module")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
 
 
-def bench_kernelbench_agreement() -> tuple[str, dict]:
-    """Eager reference: our protocol (median, interleaved, rotated inputs) vs KernelBench's (mean)."""
+def bench_baselines(cases: list[dict], root: Path, kb_timing: Path, rec: Recorder) -> str:
+    """The eager reference timed by KernelBench's function and ours, in this process, same model/inputs."""
+    import contextlib
+    import io
+
     import torch
 
     from kernelskill.pipeline.harness import timing
     from kernelskill.pipeline.harness.loader import load_task
 
+    kb = load_kernelbench_timing(kb_timing)
     dev = torch.device("cuda", 0)
     flusher = timing.L2Flusher(dev, 256)
-    rows = []
-    out = {}
-    with torch.no_grad():
-        for task in ("add", "softmax_wide", "matmul"):
-            mod = load_task(CASES / "tasks" / f"{task}.py", f"kb_{task}")
+    rows: list[list[object]] = []
+    evals = rec.data.get("eval", {})
+    for case in cases:
+        mod = load_task(root / case["task"], f"kbt_{case['name']}")
+        with torch.no_grad(), torch.device(dev):
             torch.manual_seed(42)
             model = mod.Model(*mod.get_init_inputs()).to(dev)
-            torch.manual_seed(43)
-            xs = [x.to(dev) for x in mod.get_inputs()]
-            kb = timing.time_kernelbench(lambda v, m=model: m(*v), xs, trials=100, warmup=3, flusher=flusher)
-            sets = [[x.clone() for x in xs] for _ in range(4)]
-            ours = timing.time_interleaved({"ref": lambda v, m=model: m(*v)}, {"ref": sets}, trials=100, warmup=3,
-                                           flusher=flusher)["ref"].summary()
-            diff = (ours["median_ms"] - kb["mean_ms"]) / kb["mean_ms"] * 100
-            rows.append([task, kb["mean_ms"], kb["median_ms"], ours["median_ms"], ours["iqr_ms"], diff])
-            out[task] = {"kernelbench": kb, "ours": ours, "diff_pct": diff}
-    text = table("Eager baseline: KernelBench protocol (mean of 100 after 3 warm-ups, L2 flush) vs ours",
-                 ["task", "KB mean ms", "KB median ms", "our median ms", "our IQR ms", "ours vs KB %"], rows)
-    return text, out
+            torch.manual_seed(42)
+            xs = [x.to(dev) if isinstance(x, torch.Tensor) else x for x in mod.get_inputs()]
+            with contextlib.redirect_stdout(io.StringIO()):  # it prints per call
+                kb_times = kb.time_execution_with_cuda_event(model, xs, num_warmup=3, num_trials=100,
+                                                             discard_first=1, verbose=False, device=dev)
+            ours = timing.time_interleaved({"ref": lambda v, m=model: m(*v)}, {"ref": [xs]}, trials=100,
+                                           warmup=3, flusher=flusher)["ref"].summary()
+        kb_med, kb_mean = statistics.median(kb_times), statistics.fmean(kb_times)
+        ev = (evals.get(case["name"]) or {}).get("result") or {}
+        harness_ms = ev.get("baseline_ms")
+        ieee = ev.get("baseline_ieee_ms")
+        row = {"kernelbench_median_ms": kb_med, "kernelbench_mean_ms": kb_mean, "ours_here_ms": ours["median_ms"],
+               "harness_eval_ms": harness_ms, "harness_ieee_ms": ieee,
+               "ours_vs_kb_pct": (ours["median_ms"] / kb_med - 1) * 100,
+               "harness_vs_kb_pct": (harness_ms / kb_med - 1) * 100 if harness_ms else None}
+        rec.add("baseline", case["name"], row)
+        rows.append([case["name"], kb_med, kb_mean, ours["median_ms"], harness_ms if harness_ms else "-",
+                     f"{row['ours_vs_kb_pct']:+.1f}",
+                     f"{row['harness_vs_kb_pct']:+.1f}" if row["harness_vs_kb_pct"] is not None else "-",
+                     ieee if ieee else "-"])
+        del model, xs
+        torch.cuda.empty_cache()
+    return table("Eager baseline (ms): KernelBench's timing function vs ours, same process, PyTorch defaults",
+                 ["case", "KB median", "KB mean", "ours here", "harness eval", "here vs KB %", "eval vs KB %",
+                  "eval TF32-off"], rows)
 
 
 def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(description=__doc__)
-    ap.add_argument("--quick", action="store_true", help="skip the slow default load_inline build")
-    ap.add_argument("--parallel", type=int, default=8)
-    ap.add_argument("--repeats", type=int, default=2)
-    ap.add_argument("--json", type=Path, default=None)
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--cases", type=Path, required=True, help="folder with cases.json")
+    ap.add_argument("--kernelbench-timing", type=Path, default=None,
+                    help="KernelBench's src/kernelbench/timing.py (the side-by-side baseline table)")
+    ap.add_argument("--serial-builds", type=int, default=5, help="cold builds timed one at a time")
+    ap.add_argument("--budget", type=float, default=None, help="timing budget per function, seconds")
+    ap.add_argument("--only", default="", help="comma list of case names")
+    ap.add_argument("--skip", default="", help="comma list of: builds,eval,baseline")
     ap.add_argument("--cache", default=None, help="build cache folder (default: a fresh temporary one)")
-    ap.add_argument("--skip", default="", help="comma list of: builds,eval,kb")
-    ap.add_argument("--eval-cases", type=int, default=len(EVAL_CASES), help="how many of the eval cases")
+    ap.add_argument("--json", type=Path, default=None)
+    ap.add_argument("--jsonl", type=Path, default=None)
+    ap.add_argument("--text", type=Path, default=None, help="also write the printed tables here")
     args = ap.parse_args(argv)
+    cases = json.loads((args.cases / "cases.json").read_text())
+    if args.only:
+        keep = set(args.only.split(","))
+        cases = [c for c in cases if c["name"] in keep]
     skip = set(filter(None, args.skip.split(",")))
-    tmp = Path(tempfile.mkdtemp(prefix="ks-bench-"))
-    cache = args.cache or str(tmp / "cache")
-    results: dict = {}
-    if "kb" not in skip:
-        stage("KernelBench agreement: timing the reference tasks against KernelBench's own timer")
-        text, results["kernelbench"] = bench_kernelbench_agreement()
+    cache = args.cache or str(Path(tempfile.mkdtemp(prefix="ks-bench-")) / "cache")
+    rec = Recorder(args.jsonl)
+    out: list[str] = []
+
+    def show(text: str) -> None:
         print(text, flush=True)
-    if "eval" not in skip:
-        stage(f"evaluation overhead: {min(args.eval_cases, len(EVAL_CASES))} cases x {args.repeats} repeats")
-        text, results["eval"] = bench_eval(cache, args.repeats, EVAL_CASES[: args.eval_cases])
-        print(text, flush=True)
+        out.append(text)
+        if args.text:
+            args.text.write_text("\n".join(out))
+
     if "builds" not in skip:
-        stage(f"build times: load_inline, fast path, {args.parallel} parallel builds")
-        text, results["builds"] = bench_builds(tmp, cache, args.parallel, args.quick)
-        print(text, flush=True)
+        show(bench_builds(cases, args.cases, cache, args.serial_builds, rec))
+    if "eval" not in skip:
+        show(bench_evals(cases, args.cases, cache, rec, args.budget))
+    if "baseline" not in skip and args.kernelbench_timing:
+        show(bench_baselines(cases, args.cases, args.kernelbench_timing, rec))
     if args.json:
-        args.json.write_text(json.dumps(results, indent=1, default=str))
+        args.json.write_text(json.dumps(rec.data, indent=1, default=str))
     return 0
 
 

@@ -12,21 +12,15 @@ from kernelskill.commands._checks import FILE, check_task
 from kernelskill.commands._common import Ctx, common_options, console, emit
 
 
-def eval_config(ctx: Ctx, baseline: str, trials: int | None, policy: str | None, timeout: float | None) -> Any:
-    from kernelskill.pipeline.harness import EvalConfig
+def eval_config(ctx: Ctx, baseline: str, trials: int | None, policy: str | None, timeout: float | None,
+                protocol: str | None = None) -> Any:
+    """The harness's one settings mapper, with this command's options on top (the loop uses the same)."""
+    from kernelskill.pipeline.harness.config import eval_config as harness_eval_config
 
     settings = ctx.settings()
-    h = settings.harness
-    return EvalConfig(
-        correctness_trials=h.correctness_trials,
-        timing_trials=trials or h.timing_trials,
-        warmup=h.warmup,
-        build_timeout_s=h.build_timeout_s,
-        run_timeout_s=timeout or h.run_timeout_s,
-        library_policy=policy or h.library_policy,
-        baseline=baseline,
-        cache_dir=str(settings.cache_dir / "builds"),
-    )
+    return harness_eval_config(settings.harness.model_dump(), protocol=protocol,
+                               cache_dir=str(settings.cache_dir / "builds"), baseline=baseline,
+                               timing_trials=trials, library_policy=policy, run_timeout_s=timeout)
 
 
 def _ms(value: float | None, iqr: float | None = None) -> str:
@@ -99,18 +93,21 @@ def _render(data: dict[str, Any]) -> None:
 @click.option("--policy", type=click.Choice(["forbid", "allow_gemm_conv"]), default=None,
               help="Whether cuBLAS/cuDNN-backed torch ops are allowed for the GEMM/conv part.")
 @click.option("--timeout", type=float, default=None, help="Wall-clock limit of the GPU phase, seconds.")
+@click.option("--protocol", default=None, metavar="NAME|FILE",
+              help="Evaluation protocol: strict, kernelbench or a protocol file (default from settings).")
 @common_options
 def eval_cmd(ctx: Ctx, task: Path, kernel: Path, with_profile: bool, baseline: str, trials: int | None,
-             policy: str | None, timeout: float | None) -> None:
+             policy: str | None, timeout: float | None, protocol: str | None) -> None:
     """Evaluate KERNEL (a ModelNew candidate) against TASK (a KernelBench-format task)."""
     from kernelskill.commands._progress import Progress
     from kernelskill.errors import KernelskillError
-    from kernelskill.pipeline.harness import EvalResult, build, profile, run_candidate
+    from kernelskill.pipeline.harness import EvalResult, build, check_candidate, profile, run_candidate
     from kernelskill.pipeline.harness.loader import inspect_task
 
     check_task(task, other=kernel)
     inspect_task(task)  # the harness's own checks of the task, before any build
-    cfg = eval_config(ctx, baseline, trials, policy, timeout)
+    check_candidate(kernel)  # no CUDA / nvcc / usable driver: one line, exit 2, nothing built or cached
+    cfg = eval_config(ctx, baseline, trials, policy, timeout, protocol)
     with Progress("eval") as progress:
         # the stages of harness.evaluate, shown one by one: the build, then correctness and timing
         with progress.stage(f"building {kernel.name}"):

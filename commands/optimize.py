@@ -18,6 +18,7 @@ import click
 
 from kernelskill.commands._common import common_options, emit
 from kernelskill.errors import KernelskillError
+from kernelskill.protocols import PRESETS, load_protocol
 
 
 def load_object(spec: str) -> Any:
@@ -138,7 +139,8 @@ def make_llm(settings: Any, stop_before: list[str], *, check: bool = True) -> An
 def make_evaluator(settings: Any, spec: str | None, stop_before: list[str]) -> Any:
     from kernelskill.pipeline.loop import HarnessEvaluator
 
-    evaluator = load_object(spec) if spec else HarnessEvaluator(settings.harness)
+    evaluator = load_object(spec) if spec else HarnessEvaluator(settings.harness,
+                                                                cache_dir=settings.cache_dir / "builds")
     if "gpu" not in stop_before:
         evaluator.check()
     return evaluator
@@ -201,7 +203,7 @@ def execute(ctx: Any, run: Any, llm: Any, evaluator: Any, retriever: Any, option
     from kernelskill.pipeline.loop import Loop
     from kernelskill.pipeline.loop.agents import default_gpu
 
-    gpu = default_gpu(settings.arch)  # `prompts render` shows the same
+    gpu = default_gpu(settings.arch, protocol=settings.harness.protocol)  # `prompts render` shows the same
     live = LiveDisplay(enabled=display and not ctx.json)
     try:
         with live:
@@ -271,6 +273,9 @@ def report_result(ctx: Any, run: Any, result: Any) -> None:
                    "ablation arm, the same loop with no profile, no query and no retrieved knowledge.")
 @click.option("--parent-rule", type=click.Choice(["best", "latest_improving"]), default=None,
               help="Which accepted candidate the next round starts from.")
+@click.option("--protocol", default=None, metavar="NAME|FILE",
+              help="Evaluation protocol the candidates are judged by and the prompts state: strict, kernelbench "
+                   "or a protocol file (default from settings: harness.protocol).")
 @click.option("--evaluator", "evaluator_spec", default=None, metavar="MODULE:ATTR",
               help="Evaluator to use instead of the local harness (a plugin seam, e.g. a remote GPU).")
 @click.option("--retriever", "retriever_spec", default=None, metavar="MODULE:ATTR",
@@ -279,12 +284,15 @@ def report_result(ctx: Any, run: Any, result: Any) -> None:
 def optimize(ctx, task: Path | None, rounds: int | None, model: str | None, base_url: str | None,
              provider: str | None, stop_before: tuple[str, ...], resume: str | None, parent_rule: str | None,
              candidate_format: str | None, knowledge: str | None, evaluator_spec: str | None,
-             retriever_spec: str | None) -> None:
+             retriever_spec: str | None, protocol: str | None = None) -> None:
     """Optimize a KernelBench-format TASK with the closed loop (or --resume RUN_ID)."""
     from kernelskill.pipeline.loop import LoopOptions, validate_task
     from kernelskill.pipeline.runs import RunStore
 
     settings = ctx.settings(**llm_overrides(model, base_url, provider))
+    if protocol:  # checked now (exit 2 on a bad name or file); the run's manifest records it with the harness
+        load_protocol(protocol)
+        settings.harness.protocol = protocol if protocol in PRESETS else str(Path(protocol).resolve())
     store = RunStore(settings.runs_dir)
     stops = sorted(set(stop_before))
 

@@ -102,3 +102,56 @@ def test_build_cache_hit_is_fast(results, tmp_path):
     first = build(CASES / "gpu" / "good_add_fastpath.py", cfg)
     again = build(CASES / "gpu" / "good_add_fastpath.py", cfg)
     assert again.cached and again.ok and again.seconds < 0.5 and first.ok
+
+
+#: candidates that bake an inner size of the task into the kernel (a row length, the GEMM K, in_features):
+#: correct on the shipped shapes, so only the second shape set (every module-level size varied) rejects them
+HARDCODED = {
+    "bad_hardcoded_row_softmax": "softmax_wide",
+    "bad_hardcoded_k_matmul": "matmul",
+    "bad_hardcoded_in_linear": "scale_linear",
+}
+
+
+@pytest.fixture(scope="module")
+def shape_results(tmp_path_factory):
+    cache = os.environ.get("KERNELSKILL_TEST_CACHE") or str(tmp_path_factory.mktemp("shape_cache"))
+    jobs = [EvalJob(str(T / f"{task}.py"), str(CASES / "gpu" / f"{name}.py"),
+                    EvalConfig(cache_dir=cache, timing_trials=20), tag=name) for name, task in HARDCODED.items()]
+    return dict(zip(HARDCODED, LocalEvaluator().submit(jobs), strict=True))
+
+
+@pytest.mark.parametrize("name", list(HARDCODED))
+def test_hardcoded_inner_dimension_is_rejected(shape_results, name):
+    res = shape_results[name]
+    assert res.status in {"mismatch", "wrong_shape", "illegal_memory_access", "runtime_error"}, \
+        f"{name}: {res.status}: {res.message}"
+    assert "second shape set" in res.message, res.message  # every other check passed it
+
+
+def test_conv_baseline_is_pytorch_default(tmp_path):
+    """The eager baseline of a convolution is timed under PyTorch's defaults (cuDNN TF32 on): it agrees with
+    the same model timed here by the same timer within 5 %; the TF32-off time is reported next to it."""
+    import torch
+
+    from kernelskill.pipeline.harness import evaluate, timing
+    from kernelskill.pipeline.harness.config import eval_config
+    from kernelskill.pipeline.harness.loader import load_task
+
+    task = T / "conv_relu.py"
+    cfg = eval_config({}, protocol="kernelbench", cache_dir=str(tmp_path), timing_trials=60, timing_budget_s=3.0)
+    res = evaluate(task, CASES / "gpu" / "good_conv_relu_fastpath.py", cfg)
+    assert res.status == "ok", res.message
+    assert res.protocol == "kernelbench"
+    assert "reference_ieee" in res.details["timing"]
+
+    mod = load_task(task, "conv_baseline_task")
+    dev = torch.device("cuda", 0)
+    assert torch.backends.cudnn.allow_tf32  # this process runs with PyTorch's shipped defaults
+    with torch.no_grad(), torch.device(dev):
+        torch.manual_seed(42)
+        model = mod.Model(*mod.get_init_inputs())
+        xs = mod.get_inputs()
+        here = timing.time_interleaved({"ref": lambda v: model(*v)}, {"ref": [xs]}, trials=60, warmup=3,
+                                       flusher=timing.L2Flusher(dev, 256))["ref"].summary()["median_ms"]
+    assert abs(res.baseline_ms / here - 1) <= 0.05, (res.baseline_ms, here)

@@ -6,11 +6,21 @@ Entry points: :func:`evaluate`, :func:`build`, :func:`profile`, :class:`LocalEva
 
 from __future__ import annotations
 
-from .api import EvalJob, Evaluator, LocalEvaluator, build, build_many, evaluate, run_candidate
+from .api import (
+    EvalJob,
+    Evaluator,
+    LocalEvaluator,
+    build,
+    build_many,
+    check_candidate,
+    evaluate,
+    run_candidate,
+)
+from .preflight import HarnessUnavailable
 from .profiling import profile
 from .results import STATUSES, BuildResult, EvalConfig, EvalResult, ProfileResult
 
 __all__ = [
-    "STATUSES", "BuildResult", "EvalConfig", "EvalJob", "EvalResult", "Evaluator", "LocalEvaluator",
-    "ProfileResult", "build", "build_many", "evaluate", "profile", "run_candidate",
+    "STATUSES", "BuildResult", "EvalConfig", "EvalJob", "EvalResult", "Evaluator", "HarnessUnavailable",
+    "LocalEvaluator", "ProfileResult", "build", "build_many", "check_candidate", "evaluate", "profile", "run_candidate",
 ]

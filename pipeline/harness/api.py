@@ -30,6 +30,7 @@ from .isolation import NAMESPACES
 from .isolation import WARNING as ISOLATION_WARNING
 from .isolation import available as available_isolation
 from .loader import inspect_candidate, inspect_task
+from .preflight import HarnessUnavailable, check_machine
 from .results import (
     COMPILE_ERROR,
     OK,
@@ -69,6 +70,7 @@ def _build_env(config: EvalConfig, key: str) -> dict[str, str]:
     return {
         "TORCH_EXTENSIONS_DIR": str(root / key / "ext"),
         "KERNELSKILL_HARNESS_CUBIN_CACHE": str(root / "cubin"),
+        "KERNELSKILL_HARNESS_CACHE_ROOT": str(root),  # the sandbox keeps it writable (it may be under HOME)
         "TRITON_CACHE_DIR": os.environ.get("TRITON_CACHE_DIR", str(root / "triton")),
         "TORCH_CUDA_ARCH_LIST": os.environ.get("TORCH_CUDA_ARCH_LIST", _arch_list(default_arch())),
         "MAX_JOBS": os.environ.get("MAX_JOBS", "4"),
@@ -111,6 +113,7 @@ def build(candidate: str | Path, config: EvalConfig | None = None) -> BuildResul
     """Build one candidate on the CPU (GPU hidden) into the folder of its source hash."""
     cfg = config or EvalConfig()
     path, source, kind = inspect_candidate(candidate)
+    check_machine(source, kind, building=True)  # a missing nvcc is not the candidate's compile error
     key = build_key(source, arch=default_arch(), fast_headers=cfg.fast_headers)
     ensure_pch(cfg, [source])
     folder = _cache_root(cfg) / key
@@ -203,13 +206,14 @@ def run_candidate(task: str | Path, candidate: str | Path, config: EvalConfig | 
     cfg = config or EvalConfig()
     tpath = inspect_task(task).path
     cpath, source, kind = inspect_candidate(candidate)
+    check_machine(source, kind)
     if built is None:
         built = build(cpath, cfg)
     if not built.ok:
         return EvalResult(status=built.status if built.status != OK else COMPILE_ERROR, message=built.message,
                           build_log=built.log, details={"build_key": built.key, "build_cached": built.cached,
                                                         "isolation": available_isolation()},
-                          task=str(task), candidate=str(candidate))
+                          task=str(task), candidate=str(candidate), protocol=cfg.protocol)
     env = _build_env(cfg, built.key)
     device = gpu if gpu is not None else cfg.device
     if device is not None:
@@ -220,7 +224,7 @@ def run_candidate(task: str | Path, candidate: str | Path, config: EvalConfig | 
                          timeout_s=budget, max_rss_gb=cfg.max_rss_gb, env_extra=env,
                          keep_workdir=cfg.keep_workdir)
     result = _outcome_to_result(outcome, cfg, budget)
-    result.task, result.candidate = str(task), str(candidate)
+    result.task, result.candidate, result.protocol = str(task), str(candidate), cfg.protocol
     result.details.update(build_key=built.key, build_cached=built.cached, build_seconds=round(built.seconds, 3),
                           build_deferred=built.deferred, device=device)
     return result
@@ -242,11 +246,24 @@ def evaluate(task: str | Path, candidate: str | Path, config: EvalConfig | None 
     """Build (cached), check and time one candidate against its task, isolated in worker processes."""
     cfg = config or EvalConfig()
     inspect_task(task)  # a broken task is the user's error: raise
+    check_candidate(candidate)
     try:
         built = build(candidate, cfg)
+    except HarnessUnavailable:
+        raise
     except KernelskillError as exc:  # a candidate that does not parse is a compile error, not a crash
-        return EvalResult(status=COMPILE_ERROR, message=str(exc), task=str(task), candidate=str(candidate))
+        return EvalResult(status=COMPILE_ERROR, message=str(exc), task=str(task), candidate=str(candidate),
+                          protocol=cfg.protocol)
     return run_candidate(task, candidate, cfg, built=built)
+
+
+def check_candidate(candidate: str | Path) -> None:
+    """Raise HarnessUnavailable when this machine cannot run the candidate (nothing is built or cached)."""
+    try:
+        _path, source, kind = inspect_candidate(candidate)
+    except KernelskillError:
+        return  # the candidate's own problem: reported as its compile error
+    check_machine(source, kind)
 
 
 def visible_gpus() -> list[int]:
@@ -282,6 +299,8 @@ class LocalEvaluator:
         self.slots_per_gpu = max(1, slots_per_gpu)  # >1 only for classification runs: timing shares the GPU
 
     def submit(self, jobs: Sequence[EvalJob]) -> list[EvalResult]:
+        for job in jobs:  # a machine that cannot run them fails the whole submit, before any build
+            check_candidate(job.candidate)
         cfgs = [j.config or self.config for j in jobs]
         t0 = time.monotonic()
         n = self.build_jobs or max(1, min(len(jobs), (os.cpu_count() or 2) * 3 // 4))
@@ -326,5 +345,7 @@ class LocalEvaluator:
 def _safe_build(candidate: str, cfg: EvalConfig) -> BuildResult | EvalResult:
     try:
         return build(candidate, cfg)
+    except HarnessUnavailable:
+        raise
     except Exception as exc:  # noqa: BLE001 - e.g. a candidate that does not parse
-        return EvalResult(status=COMPILE_ERROR, message=str(exc), candidate=str(candidate))
+        return EvalResult(status=COMPILE_ERROR, message=str(exc), candidate=str(candidate), protocol=cfg.protocol)

@@ -121,10 +121,10 @@ class Evaluation:
         """Tensors a task's ``get_inputs``/``get_init_inputs`` creates land on the GPU directly."""
         return torch.device(self.device) if self.cuda else contextlib.nullcontext()
 
-    def fresh_inputs(self, seed: int, alt: bool = False) -> list[Any]:
+    def fresh_inputs(self, seed: int) -> list[Any]:
         torch.manual_seed(seed)
         with self.on_device():
-            values = self.task.get_inputs_alt() if alt else self.task.get_inputs()
+            values = self.task.get_inputs()
         return _to_device(list(values), self.device)
 
     def poison(self, nbytes: list[int]) -> None:
@@ -363,45 +363,48 @@ class Evaluation:
             plans = shape_plans(self.task, cfg.shapes, cfg.alt_batch_scale)
         tried: list[str] = []
         for plan in plans:
-            with plan.applied(self.task):
-                try:
-                    ref_m, alt_init = ref_model, init
-                    if plan.rebuild:
-                        with self.on_device():
-                            alt_init = _to_device(list(self.task.get_init_inputs()), self.device)
-                        ref_m = self.construct(self.task.Model, alt_init)
-                    xs = self.fresh_inputs(cfg.seed + 77, alt=not plan.sizes and not plan.rebuild)
-                    if timing.tensor_bytes(xs) > orig_bytes:
-                        tried.append(f"{plan.description}: more input bytes than the original")
-                        continue
-                    ref_a = ref_m(*_clone(xs))
-                    self.sync()
-                except Exception as exc:  # noqa: BLE001 - the reference does not take this set: next plan
-                    tried.append(f"{plan.description}: the reference fails ({type(exc).__name__})")
-                    continue
-                cand_m = cand_model
+            try:
+                task = plan.task_module(self.req["task"], self.task)
+                ref_m, alt_init = ref_model, init
                 if plan.rebuild:
-                    try:
-                        cand_m = self.construct(model_cls, alt_init)
-                    except BaseException as exc:  # noqa: BLE001
-                        status, message, sticky, build_log = classify_exception(exc)
-                        self.sticky = self.sticky or sticky
-                        raise _Stop({"status": status, "correct": False, "build_log": build_log,
-                                     "message": f"{message} (constructing ModelNew for the second shape set: "
-                                                f"{plan.description})",
-                                     "details": {"failed_on": "alt_shapes"}}) from exc
-                self.poison([o.numel() * o.element_size() for o in flatten_outputs(ref_a)
-                             if isinstance(o, torch.Tensor)])
-                cand_a = self.call(cand_m, _clone(xs), f"the second shape set ({plan.description})")
-                cmp = compare_outputs(ref_a, cand_a, cfg)
-                if not cmp.ok:
-                    raise _Stop({"status": cmp.status, "correct": False,
-                                 "message": f"second shape set ({plan.description}): {cmp.message}",
-                                 "details": cmp.details | {"failed_on": "alt_shapes", "alt_sizes": plan.sizes}})
-                self.details["alt_shapes"] = plan.description
-                if tried:
-                    self.details["alt_shapes_tried"] = tried
-                return
+                    with self.on_device():
+                        alt_init = _to_device(list(task.get_init_inputs()), self.device)
+                    ref_m = self.construct(task.Model, alt_init)
+                torch.manual_seed(cfg.seed + 77)
+                with self.on_device():
+                    xs = _to_device(list(task.get_inputs_alt() if plan.sizes == {} and not plan.rebuild
+                                         else task.get_inputs()), self.device)
+                if timing.tensor_bytes(xs) > orig_bytes:
+                    tried.append(f"{plan.description}: more input bytes than the original")
+                    continue
+                ref_a = ref_m(*_clone(xs))
+                self.sync()
+            except Exception as exc:  # noqa: BLE001 - the reference does not take this set: next plan
+                tried.append(f"{plan.description}: the reference fails ({type(exc).__name__})")
+                continue
+            cand_m = cand_model
+            if plan.rebuild:
+                try:
+                    cand_m = self.construct(model_cls, alt_init)
+                except BaseException as exc:  # noqa: BLE001
+                    status, message, sticky, build_log = classify_exception(exc)
+                    self.sticky = self.sticky or sticky
+                    raise _Stop({"status": status, "correct": False, "build_log": build_log,
+                                 "message": f"{message} (constructing ModelNew for the second shape set: "
+                                            f"{plan.description})",
+                                 "details": {"failed_on": "alt_shapes"}}) from exc
+            self.poison([o.numel() * o.element_size() for o in flatten_outputs(ref_a)
+                         if isinstance(o, torch.Tensor)])
+            cand_a = self.call(cand_m, _clone(xs), f"the second shape set ({plan.description})")
+            cmp = compare_outputs(ref_a, cand_a, cfg)
+            if not cmp.ok:
+                raise _Stop({"status": cmp.status, "correct": False,
+                             "message": f"second shape set ({plan.description}): {cmp.message}",
+                             "details": cmp.details | {"failed_on": "alt_shapes", "alt_sizes": plan.sizes}})
+            self.details["alt_shapes"] = plan.description
+            if tried:
+                self.details["alt_shapes_tried"] = tried
+            return
         self.details["alt_shapes"] = ("skipped: " + ("; ".join(tried) if tried else
                                                      "the task defines no module-level size to vary"))
 

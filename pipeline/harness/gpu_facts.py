@@ -1,7 +1,7 @@
 """Facts about the target GPU (SM count, memory bandwidth, L2 size, peak FLOP/s) from ``gpus.json``.
 
 The prompts state them (the code-writing roles size grids and tiles from them) and the speed-of-light
-check divides by them. Looked up by device name, else by arch; standard library only.
+check divides by them. Looked up by device name, else by arch. Standard library and the protocols leaf.
 """
 
 from __future__ import annotations
@@ -10,6 +10,8 @@ import functools
 import json
 from pathlib import Path
 from typing import Any
+
+from kernelskill.protocols import load_protocol
 
 DATA = Path(__file__).with_name("gpus.json")
 
@@ -31,4 +33,16 @@ def gpu_facts(name: str | None = None, arch: str | None = None) -> dict[str, Any
     return dict(table["gpus"][key]) if key else {}
 
 
-__all__ = ["gpu_facts"]
+
+
+def prompt_gpu(arch: str, *, name: str | None = None, protocol: str | None = None) -> dict[str, Any]:
+    """What the code-writing prompts get as ``gpu``: name, arch, the facts above, and ``contract`` (the
+    run's protocol as a dict, read by ``prompts/partials/contract.j2``)."""
+    facts = gpu_facts(name, arch)
+    out: dict[str, Any] = {"name": facts.get("name") or name or "NVIDIA GPU", "arch": arch, "notes": ""}
+    out.update({k: v for k, v in facts.items() if k not in ("name", "arch", "source")})
+    out["contract"] = load_protocol(protocol).to_dict()
+    return out
+
+
+__all__ = ["gpu_facts", "prompt_gpu"]

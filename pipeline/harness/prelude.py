@@ -23,16 +23,18 @@ NEEDS_FULL_RE = re.compile(r"PYBIND11|pybind11|\bpy::|torch::nn\b|torch::optim\b
                             r"torch::autograd\b|torch::data\b|torch::serialize\b|at::native\b")
 _BASE_PRELUDE = [
     "#include <ATen/core/Tensor.h>",
-    # Tensor operators (+, *, ...) without ATen/Functions.h: their per-operator variant
-    "#ifndef AT_PER_OPERATOR_HEADERS\n#define AT_PER_OPERATOR_HEADERS\n#define KS_PER_OP_DEFINED\n#endif",
-    "#include <ATen/TensorOperators.h>",
-    "#ifdef KS_PER_OP_DEFINED\n#undef AT_PER_OPERATOR_HEADERS\n#undef KS_PER_OP_DEFINED\n#endif",
-    "#include <ATen/Dispatch.h>",
+    "#include <c10/core/Scalar.h>",
+    "#include <c10/core/TensorOptions.h>",
     "#include <c10/util/Exception.h>",
     "#include <c10/core/ScalarType.h>",
     "#include <cuda.h>",
     "#include <cuda_runtime.h>",
 ]
+#: what a per-operator header includes beyond the tensor itself (ATen/Context.h and friends: about 90k
+#: lines after preprocessing); the inline functions of the header need none of it
+_OP_HEAVY_RE = re.compile(r'^[ \t]*#[ \t]*include[ \t]*<(ATen/Context\.h|ATen/DeviceGuard\.h|ATen/TensorUtils\.h|'
+                          r'ATen/TracerMode\.h|ATen/Functions\.h|ATen/ops/empty_like\.h)>[^\n]*$', re.M)
+_PRAGMA_ONCE_RE = re.compile(r"^[ \t]*#[ \t]*pragma[ \t]+once[^\n]*$", re.M)
 
 
 @functools.lru_cache(maxsize=1)
@@ -49,22 +51,38 @@ def _aten_ops_dir() -> Path | None:
     return None
 
 
+@functools.lru_cache(maxsize=512)
+def _slim(path: Path, guard: str) -> str:
+    """A torch header inlined without its heavy includes (each block guarded so it appears once)."""
+    text = _PRAGMA_ONCE_RE.sub("", _OP_HEAVY_RE.sub("", path.read_text(encoding="utf-8")))
+    return f"#ifndef KS_SLIM_{guard}\n#define KS_SLIM_{guard}\n{text}\n#endif\n"
+
+
 def light_cuda_source(source: str) -> str | None:
-    """The CUDA unit with a light prelude, or None when the source needs the full headers."""
+    """The CUDA unit with a light prelude, or None when the source needs the full headers.
+
+    The prelude is ``ATen/core/Tensor.h`` and the c10 basics, then the per-operator headers of the
+    ``torch::``/``at::`` functions the unit names and ``ATen/TensorOperators.h`` (Tensor ``+``, ``*``...),
+    each inlined without the ATen/Context.h family it includes but does not use; ``ATen/Dispatch.h``
+    only when the unit uses ``AT_DISPATCH``. About 40 % fewer lines for nvcc's three passes than
+    per-operator headers included as they are.
+    """
     if NEEDS_FULL_RE.search(source):
         return None
     ops_dir = _aten_ops_dir()
     if ops_dir is None:
         return None
     body = HEAVY_INCLUDE_RE.sub("", source)
-    names = sorted(set(_FUNC_RE.findall(body)))
-    includes = list(_BASE_PRELUDE)
+    names = sorted(set(_FUNC_RE.findall(body)) | {"empty_like"})
+    parts = list(_BASE_PRELUDE)
+    if "AT_DISPATCH" in body:
+        parts.append("#include <ATen/Dispatch.h>")
     for name in names:
-        if (ops_dir / f"{name}.h").is_file():
-            includes.append(f"#include <ATen/ops/{name}.h>")
-    if "TensorOptions" in body or "dtype(" in body or "options()" in body:
-        includes.append("#include <c10/core/TensorOptions.h>")
-    prelude = "\n".join(includes) + "\nnamespace torch { using namespace at; }\n"
+        header = ops_dir / f"{name}.h"
+        if header.is_file():
+            parts.append(_slim(header, f"OP_{name}"))
+    operators = ops_dir.parent / "TensorOperators.h"
+    if operators.is_file():
+        parts.append(_slim(operators, "TENSOR_OPERATORS"))
+    prelude = "\n".join(parts) + "\nnamespace torch { using namespace at; }\n"
     return prelude + "#line 1\n" + body
-
-

@@ -10,7 +10,8 @@ the shipped shapes; it fails when those sizes change. :func:`shape_plans` propos
    channels divisible by groups or heads);
 3. ``batch_size`` alone.
 
-The evaluation takes the first plan the reference model accepts. Every size only shrinks, so the
+The task file is executed again with the new values (so sizes derived from them at module level follow)
+and the evaluation takes the first plan the reference model accepts. Every size only shrinks, so the
 second set never needs more memory than the first. Integers that configure the operator rather than
 size the data (below 8, or named kernel/stride/padding/dilation/groups/heads/layers ...) stay as
 they are. Standard library only.
@@ -18,10 +19,10 @@ they are. Standard library only.
 
 from __future__ import annotations
 
-import contextlib
+import ast
 import re
-from collections.abc import Iterator
 from dataclasses import dataclass, field
+from pathlib import Path
 from types import ModuleType
 
 #: names of module-level integers that configure the operator instead of sizing the data
@@ -38,16 +39,23 @@ class ShapePlan:
     sizes: dict[str, int] = field(default_factory=dict)
     rebuild: bool = True  # construct the models again from the varied get_init_inputs()
 
-    @contextlib.contextmanager
-    def applied(self, task: ModuleType) -> Iterator[None]:
-        old = {name: getattr(task, name) for name in self.sizes}
-        for name, value in self.sizes.items():
-            setattr(task, name, value)
-        try:
-            yield
-        finally:
-            for name, value in old.items():
-                setattr(task, name, value)
+    def task_module(self, path: str | Path, base: ModuleType) -> ModuleType:
+        """The task executed again with the varied sizes, so that values derived from them at module
+        level (``bias_shape = (out_channels, 1, 1)``) follow; ``base`` itself when nothing varies."""
+        if not self.sizes:
+            return base
+        tree = ast.parse(Path(path).read_text(encoding="utf-8"), filename=str(path))
+        for node in tree.body:
+            if isinstance(node, ast.Assign) and len(node.targets) == 1 and isinstance(node.targets[0], ast.Name) \
+                    and node.targets[0].id in self.sizes:
+                node.value = ast.copy_location(ast.Constant(self.sizes[node.targets[0].id]), node.value)
+        module = ModuleType(f"{base.__name__}_alt")
+        module.__file__ = str(path)
+        exec(compile(tree, str(path), "exec"), module.__dict__)  # noqa: S102 - the task, in the worker
+        for name, value in self.sizes.items():  # sizes set by other means (a loop, a tuple assignment)
+            if getattr(module, name, None) != value:
+                setattr(module, name, value)
+        return module
 
 
 def task_sizes(task: ModuleType) -> dict[str, int]:

@@ -34,8 +34,9 @@ class Retriever(Protocol):
 class HarnessEvaluator:
     """``kernelskill.pipeline.harness.evaluate`` / ``profile`` on this machine's GPU(s)."""
 
-    def __init__(self, harness_settings: Any = None) -> None:
+    def __init__(self, harness_settings: Any = None, cache_dir: str | Path | None = None) -> None:
         self.settings = harness_settings
+        self.cache_dir = cache_dir  # the build cache `kernelskill eval` uses too (settings.cache_dir / "builds")
 
     def check(self) -> None:
         try:
@@ -47,15 +48,10 @@ class HarnessEvaluator:
                                    "run the GPU steps on a GPU machine)")
 
     def _config(self, seed: int | None = None) -> Any:
-        import dataclasses
+        from kernelskill.pipeline.harness.config import eval_config
 
-        from kernelskill.pipeline.harness import EvalConfig as cls
-
-        values = self.settings.model_dump() if hasattr(self.settings, "model_dump") else {}
-        if seed is not None:
-            values["seed"] = seed
-        names = {f.name for f in dataclasses.fields(cls)} if dataclasses.is_dataclass(cls) else set(values)
-        return cls(**{k: v for k, v in values.items() if k in names})
+        values = self.settings.model_dump() if hasattr(self.settings, "model_dump") else dict(self.settings or {})
+        return eval_config(values, seed=seed, cache_dir=str(self.cache_dir) if self.cache_dir else None)
 
     def evaluate(self, task: Path, candidate: Path, *, seed: int | None = None) -> dict[str, Any]:
         from kernelskill.pipeline.harness import evaluate

@@ -19,6 +19,7 @@ from typing import Any
 import jinja2
 from pydantic import BaseModel
 
+from kernelskill.pipeline.harness.gpu_facts import prompt_gpu
 from kernelskill.pipeline.loop.formats import format_problem, prompt_context
 from kernelskill.pipeline.loop.llm import LLMClient, parse_json_answer
 from kernelskill.pipeline.runs.bounds import parse_python, text_problem
@@ -87,9 +88,10 @@ def messages_for(role: str, *, candidate_format: str = "load_inline", template: 
     return [{"role": "system", "content": redact(system.strip())}, {"role": "user", "content": redact(user)}]
 
 
-def default_gpu(arch: str = "sm_90", name: str = "NVIDIA GPU") -> dict[str, str]:
-    """The target GPU as the prompts describe it."""
-    return {"name": name, "arch": arch, "notes": ""}
+def default_gpu(arch: str = "sm_90", name: str | None = None, protocol: str | None = None) -> dict[str, Any]:
+    """The target GPU as the prompts describe it: its facts (SMs, bandwidth, L2) and, as ``contract``, the
+    protocol the candidates are judged by (prompts/partials/contract.j2)."""
+    return prompt_gpu(arch, name=name, protocol=protocol)
 
 
 # Code answers -----------------------------------------------------------------------------------
