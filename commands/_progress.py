@@ -56,18 +56,16 @@ class Progress:
         self.t0 = time.perf_counter()
         if self.enabled and self.terminal:
             from rich.console import Console
-            from rich.progress import (
-                BarColumn,
-                MofNCompleteColumn,
-                SpinnerColumn,
-                TextColumn,
-                TimeElapsedColumn,
-            )
             from rich.progress import Progress as RichProgress
+            from rich.progress import SpinnerColumn, TextColumn, TimeElapsedColumn
+            from rich.table import Column
 
-            self._live = RichProgress(SpinnerColumn(), TextColumn("{task.description}"), BarColumn(),
-                                      MofNCompleteColumn(), TimeElapsedColumn(),
-                                      console=Console(file=self.stream), transient=True)
+            # spinner and clock keep their width; a long stage text is cut at the terminal's edge instead
+            self._live = RichProgress(
+                SpinnerColumn(table_column=Column(min_width=2, no_wrap=True)),
+                TimeElapsedColumn(table_column=Column(min_width=7, no_wrap=True)),
+                TextColumn("{task.description}", table_column=Column(no_wrap=True, overflow="ellipsis", ratio=1)),
+                console=Console(file=self.stream), transient=True)
             self._live.__enter__()
             self._task = self._live.add_task(self.name, total=None)
         return self
@@ -91,7 +89,7 @@ class Progress:
         print(f"{self.name}: {text}", file=self.stream, flush=True)
 
     @contextlib.contextmanager
-    def stage(self, message: str, total: int | None = None) -> Iterator[Progress]:
+    def stage(self, message: str) -> Iterator[Progress]:
         """One stage: announced once it has run ``QUIET_S``, its duration said when it ends."""
         self._stage, self._stage_t0 = message, time.perf_counter()
         shown = threading.Event()
@@ -102,7 +100,7 @@ class Progress:
                 self._line(f"{message} ...")
 
         if self._live is not None:
-            self._live.update(self._task, description=f"{self.name}: {message}", total=total, completed=0)
+            self._live.update(self._task, description=f"{self.name}: {message}")
         timer = threading.Timer(QUIET_S, announce)
         timer.daemon = True
         timer.start()
@@ -124,11 +122,11 @@ class Progress:
 
     def __call__(self, message: str, done: int | None = None, total: int | None = None) -> None:
         """The callback library code calls: a sub-step of the current stage, with an optional counter."""
-        if self._live is not None:
-            label = f"{self.name}: {self._stage + ' - ' if self._stage else ''}{message}"
-            self._live.update(self._task, description=label, completed=done or 0, total=total)
-            return
         count = f" [{done}/{total}]" if done is not None and total else ""
+        if self._live is not None:
+            label = f"{self.name}: {self._stage + ' - ' if self._stage else ''}{message}{count}"
+            self._live.update(self._task, description=label)
+            return
         line = f"{message}{count}"
         # one line per sub-step, except a counter that moves in small steps: every tenth of the total
         if done is not None and total and total > 20 and done not in (1, total) and done % max(1, total // 10):

@@ -116,7 +116,7 @@ def test_quick_stages_say_nothing() -> None:
 def test_counters_are_one_line_per_tenth_in_a_pipe(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(_progress, "QUIET_S", 0.0)
     stream = io.StringIO()
-    with _progress.Progress("demo", stream=stream) as p, p.stage("encoding", total=100):
+    with _progress.Progress("demo", stream=stream) as p, p.stage("encoding"):
         for i in range(1, 101):
             p("doc", i, 100)
     lines = stream.getvalue().splitlines()
