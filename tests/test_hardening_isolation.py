@@ -155,3 +155,21 @@ def test_process_only_fallback_is_visible_in_every_result(planted) -> None:
     assert details["isolation_warning"].startswith("isolation: process-only")
     assert any(f.startswith("/proc/") for f in findings["found"]) and ".ssh/id_rsa" in findings["found"], findings
     assert findings["connected"] is True
+
+
+GOOD = Path(__file__).parent / "harness_cases" / "cpu" / "good_add.py"
+DEFAULT_CACHE = """
+import sys
+from kernelskill.pipeline.harness import EvalConfig, evaluate
+print(evaluate(sys.argv[1], sys.argv[2], EvalConfig(time=False, correctness_trials=1, alt_shapes=False)).to_json())
+"""
+
+
+def test_build_cache_under_the_hidden_home_still_works(planted) -> None:
+    """The default build cache lives under the home folder the sandbox hides: it is bound back writable."""
+    proc = subprocess.run([sys.executable, "-c", DEFAULT_CACHE, str(ADD), str(GOOD)], env=planted["env"],
+                          capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    res = json.loads(proc.stdout.strip().splitlines()[-1])
+    assert res["status"] == "ok" and res["correct"], res["message"]
+    assert (Path(planted["env"]["HOME"]) / ".cache" / "kernelskill" / "builds").is_dir()

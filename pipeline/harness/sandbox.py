@@ -173,7 +173,9 @@ def run_worker(
     if mode == isolation.NAMESPACES:
         files = [str(request[k]) for k in ("task", "candidate") if isinstance(request.get(k), str)]
         cache = request.get("config", {}).get("cache_dir") if isinstance(request.get("config"), dict) else None
-        writable = [v for k, v in (env_extra or {}).items() if k.endswith("_DIR") or k.endswith("_CACHE")]
+        writable = [v for k, v in (env_extra or {}).items() if k.endswith(("_DIR", "_CACHE", "_ROOT"))]
+        for folder in writable:  # made now, so that one under the hidden home is bound back, not lost
+            Path(folder).expanduser().mkdir(parents=True, exist_ok=True)
         cmd = isolation.wrap(cmd, workdir=workdir, env=env, read_only=files,
                              writable=[*writable, *([str(Path(cache).expanduser())] if cache else [])])
     stderr_path = workdir / "stderr.txt"
