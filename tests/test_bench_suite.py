@@ -123,7 +123,10 @@ def check_report_against_events(tmp_path: Path, suite: Path) -> dict[str, Any]:
     assert overall["tokens"] > 0 and overall["by_round"][-1]["round"] == 2
     page = (tmp_path / "report.html").read_text()
     assert page.count("<svg") == 3 and page.count("<figcaption>") == 3
-    assert "<script" not in page and "src=" not in page and "<link" not in page  # nothing fetched when opened
+    assert "Content-Security-Policy" in page and "connect-src 'none'" in page  # nothing fetched when opened
+    assert " src=" not in page and "<link" not in page and "@import" not in page
+    embedded = page.split('id="page-data">', 1)[1].split("</script>", 1)[0]
+    assert json.loads(embedded)["overall"]["correct"] == mine["correct"]  # the numbers travel with the page
     for label in ("protocol strict", "baseline", "dtype fp32", "tolerance fp32 atol=0.0001", "GPU scripted"):
         assert page.count(label) >= 3, label  # in every figure's caption
     return report

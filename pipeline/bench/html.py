@@ -1,9 +1,12 @@
-"""The suite report as one self-contained HTML page: inline CSS and inline SVG plots, no script, no
-font or image from anywhere, so it opens the same offline, in a mail attachment or a CI artifact.
+"""The suite report as one self-contained HTML page, on the run report's page shell
+(:mod:`kernelskill.pipeline.runs.html`: inline CSS, a Content-Security-Policy that forbids every fetch,
+sortable tables, the report embedded as JSON), so it opens the same offline, in a mail attachment or a
+CI artifact.
 
-Plots: the distribution of speedups (log2 bins, against eager and torch.compile), per-task bars against
-both baselines, and the best speedup by round. Every figure's caption names the protocol, the baseline,
-the dtype, the tolerance and the GPU.
+Plots (inline SVG): the distribution of speedups (log2 bins, against eager and torch.compile), per-task
+bars against both baselines (drawn here: the shell plots lines and points only), and the best speedup by
+round (the shell's :func:`plot_svg`). Every figure's caption names the protocol, the baseline, the dtype,
+the tolerance and the GPU.
 """
 
 from __future__ import annotations
@@ -11,6 +14,9 @@ from __future__ import annotations
 import html
 import math
 from typing import Any
+
+from kernelskill.pipeline.runs.html import Series, plot_svg, section, table_html
+from kernelskill.pipeline.runs.html import page as shell_page
 
 EAGER, COMPILE = "#3b6fb6", "#d9822b"
 W, H, PAD_L, PAD_B, PAD_T, PAD_R = 720, 260, 56, 70, 16, 16
@@ -124,89 +130,61 @@ def task_bars(tasks: list[dict[str, Any]]) -> str:
 
 
 def round_line(by_round: list[dict[str, Any]]) -> str:
-    """Geometric mean of the best speedup so far (over tasks correct by then), per round."""
-    pts = [(r["round"], r["geomean"]) for r in by_round if r.get("geomean")]
-    n = max(1, len(by_round) - 1)
-    top = max([2.0, *(v for _, v in pts)])
-    parts = _axes(top, "geomean best speedup (x)")
-    coords = [(PAD_L + (W - PAD_L - PAD_R) * r / n, H - PAD_B - (H - PAD_B - PAD_T) * v / top) for r, v in pts]
-    if coords:
-        parts.append('<polyline fill="none" stroke="#3b6fb6" stroke-width="2" points="'
-                     + " ".join(f"{x:.1f},{y:.1f}" for x, y in coords) + '"/>')
-    for (x, y), (r, v), row in zip(coords, pts, [b for b in by_round if b.get("geomean")], strict=True):
-        parts.append(f'<circle cx="{x:.1f}" cy="{y:.1f}" r="3" fill="#3b6fb6"><title>round {r}: {v:.3f}x over '
-                     f'{row["correct"]} correct tasks</title></circle>')
-    for r in by_round:
-        x = PAD_L + (W - PAD_L - PAD_R) * r["round"] / n
-        parts.append(f'<text x="{x:.1f}" y="{H - PAD_B + 14}" font-size="10" text-anchor="middle">{r["round"]}</text>')
-    parts.append(f'<text x="{W / 2}" y="{H - PAD_B + 30}" font-size="11" text-anchor="middle">round</text>')
-    one = H - PAD_B - (H - PAD_B - PAD_T) / top
-    parts.append(f'<line x1="{PAD_L}" y1="{one:.1f}" x2="{W - PAD_R}" y2="{one:.1f}" stroke="#900" '
-                 'stroke-dasharray="4 3"/>')
-    return _svg(parts, "best speedup by round")
+    """Geometric mean of the best speedup so far (over the tasks correct by then), per round."""
+    rows = [r for r in by_round if r.get("geomean")]
+    series = Series("geomean best so far", [(float(r["round"]), float(r["geomean"])) for r in rows],
+                    labels=[f"round {r['round']}: {r['geomean']:.3f}x over {r['correct']} correct tasks" for r in rows])
+    return plot_svg([series], title="best speedup by round", x_label="round", y_label="geomean best speedup (x)",
+                    hlines=[(1.0, "1x (eager)")], integer_x=True, plot_id="by-round")
 
 
-def _table(report: dict[str, Any]) -> str:
+def _tables(report: dict[str, Any]) -> str:
     groups = [("overall", report["overall"])] + [(f"level {k}", v) for k, v in report["levels"].items()]
     ps = report["p_values"]
-    head = "".join(f"<th>fast_{p:g}</th>" for p in ps)
+    columns = ["group", "baseline", "tasks", "correct", *(f"fast_{p:g}" for p in ps), "geomean", "median"]
     rows = []
     for name, s in groups:
         for base, key, gm, med in (("eager", "fast_p_eager", "geomean_speedup", "median_speedup"),
                                    ("torch.compile", "fast_p_compile", "geomean_speedup_compile",
                                     "median_speedup_compile")):
-            cells = "".join(f"<td>{'-' if v is None else f'{v:.2f}'}</td>" for v in s[key].values())
-            rate = "-" if s["correctness_rate"] is None else f"{s['correctness_rate']:.2f}"
-            rows.append(f"<tr><td>{_esc(name)}</td><td>{base}</td><td>{s['tasks']}</td><td>{rate}</td>"
-                        f"{cells}<td>{'-' if s[gm] is None else f'{s[gm]:.3f}x'}</td>"
-                        f"<td>{'-' if s[med] is None else f'{s[med]:.3f}x'}</td></tr>")
-    return (f"<table><tr><th>group</th><th>baseline</th><th>tasks</th><th>correct</th>{head}<th>geomean</th>"
-            f"<th>median</th></tr>{''.join(rows)}</table>")
+            rows.append([name, base, s["tasks"], s["correctness_rate"], *s[key].values(), s[gm], s[med]])
+    return table_html(columns, rows, table_id="fast-p")
 
 
 def _task_table(report: dict[str, Any]) -> str:
-    rows = []
+    columns = ["task", "status", "correct", "vs eager", "vs torch.compile", "best round", "failure", "tokens", "cost"]
+    rows, classes = [], []
     for t in report["tasks"]:
         failure = t.get("failure") or ""
         if t.get("error"):
             failure += ": " + " ".join(str(t["error"]).split())[:200]
-
-        def x(v: Any) -> str:
-            return "-" if v is None else f"{v:.3f}x"
-
-        rows.append(f"<tr><td>{_esc(t['task'])}</td><td>{_esc(t['status'])}</td><td>{'yes' if t['correct'] else 'no'}"
-                    f"</td><td>{x(t['speedup'])}</td><td>{x(t['speedup_compile'])}</td>"
-                    f"<td>{'-' if t['best_round'] is None else t['best_round']}</td><td>{_esc(failure)}</td>"
-                    f"<td>{t['tokens']}</td><td>${t['cost_usd']:.4f}</td></tr>")
-    return ("<table><tr><th>task</th><th>status</th><th>correct</th><th>vs eager</th><th>vs torch.compile</th>"
-            "<th>best round</th><th>failure</th><th>tokens</th><th>cost</th></tr>" + "".join(rows) + "</table>")
+        rows.append([t["task"], t["status"], t["correct"], t["speedup"], t["speedup_compile"], t["best_round"],
+                     failure or None, t["tokens"], t["cost_usd"]])
+        classes.append("" if t["correct"] else "failed")
+    return table_html(columns, rows, table_id="tasks", row_classes=classes)
 
 
-CSS = ("body{font-family:system-ui,sans-serif;margin:24px;max-width:1000px;color:#222}"
-       "table{border-collapse:collapse;margin:8px 0 20px;font-size:13px}td,th{border:1px solid #ccc;"
-       "padding:3px 7px;text-align:right}td:first-child,th:first-child{text-align:left}"
-       "figure{margin:16px 0 28px}figcaption{font-size:12px;color:#444;margin-top:4px}")
+def _figure(svg: str, caption: str) -> str:
+    return f'<figure style="margin:12px 0 24px">{svg}{caption}</figure>'
 
 
 def page(report: dict[str, Any]) -> str:
     lab = report["labels"]
     o = report["overall"]
-    failures = ", ".join(f"{_esc(k)} {v}" for k, v in o["failures"].items()) or "none"
-    return "".join([
-        "<!doctype html><html><head><meta charset='utf-8'>",
-        f"<title>kernelskill suite {_esc(report['suite'])}</title><style>{CSS}</style></head><body>",
-        f"<h1>kernelskill suite {_esc(report['suite'])}</h1>",
-        f"<p>{o['tasks']} tasks, {o['correct']} correct; failure classes: {failures}; tokens {o['tokens']}, "
-        f"cost ${o['cost_usd']:.4f}. Protocol {_esc(lab['protocol'])}, dtype {_esc(lab['dtype'])}, tolerance "
-        f"{_esc(lab['tolerance'])}, GPU {_esc(lab['gpu'])}.</p>",
-        "<h2>fast_p, geomean and median speedup</h2>", _table(report),
-        "<figure>", histogram(report["tasks"]),
-        _caption(lab, "Speedup distribution of the correct tasks (best candidate per task; log2 bins; "
-                      "dashed line: 1x)"), "</figure>",
-        "<figure>", task_bars(report["tasks"]),
-        _caption(lab, "Best speedup per task against eager and against torch.compile (log2 axis; x: no correct "
-                      "candidate)"), "</figure>",
-        "<figure>", round_line(o["by_round"]),
-        _caption(lab, "Best speedup so far by round: geometric mean over the tasks correct by that round "
-                      "(dashed line: 1x over eager)"), "</figure>",
-        "<h2>Per task</h2>", _task_table(report), "</body></html>"])
+    failures = ", ".join(f"{k} {v}" for k, v in o["failures"].items()) or "none"
+    subtitle = (f"{o['tasks']} tasks, {o['correct']} correct; failure classes: {failures}; tokens {o['tokens']}, "
+                f"cost ${o['cost_usd']:.4f}. Protocol {lab['protocol']}; baseline {lab['baseline']}; dtype "
+                f"{lab['dtype']}; tolerance {lab['tolerance']}; GPU {lab['gpu']}.")
+    figures = "".join([
+        _figure(histogram(report["tasks"]), _caption(lab, "Speedup distribution of the correct tasks (best "
+                                                          "candidate per task; log2 bins; dashed line: 1x)")),
+        _figure(task_bars(report["tasks"]), _caption(lab, "Best speedup per task against eager and against "
+                                                          "torch.compile (log2 axis; x: no correct candidate)")),
+        _figure(round_line(o["by_round"]), _caption(lab, "Best speedup so far by round: geometric mean over the "
+                                                         "tasks correct by that round (dashed line: 1x over eager)")),
+    ])
+    return shell_page(f"kernelskill suite {report['suite']}", [
+        section("fast_p, geomean and median speedup", _tables(report), section_id="fast-p-section"),
+        section("Plots", figures, section_id="plots"),
+        section("Per task", _task_table(report), section_id="tasks-section"),
+    ], subtitle=subtitle, data=report, footer="kernelskill bench report")
