@@ -12,6 +12,7 @@ import os
 import signal
 import subprocess
 import sys
+import threading
 import time
 from collections import Counter
 from pathlib import Path
@@ -134,6 +135,8 @@ def check_report_against_events(tmp_path: Path, suite: Path) -> dict[str, Any]:
 
 def test_six_task_suite_asks_and_evaluates_each_step_once(tmp_path: Path, kb: Path) -> None:
     faults = {("L1_Gelu", "r01.plan.1")}
+    flight = {"now": 0, "peak": 0}
+    lock = threading.Lock()
 
     def with_a_rate_limit(step: str, role: str, body: dict[str, Any]) -> Any:
         text = " ".join(str(m.get("content", "")) for m in body["messages"])
@@ -141,6 +144,12 @@ def test_six_task_suite_asks_and_evaluates_each_step_once(tmp_path: Path, kb: Pa
         if (task, step) in faults:
             faults.discard((task, step))
             return {"status": 429, "retry_after": 0}
+        with lock:
+            flight["now"] += 1
+            flight["peak"] = max(flight["peak"], flight["now"])
+        time.sleep(0.05)  # long enough for the other runs' requests to arrive meanwhile
+        with lock:
+            flight["now"] -= 1
         return responder(step, role, body)
 
     with ScriptedOpenAI(responder=with_a_rate_limit) as server:
@@ -150,6 +159,7 @@ def test_six_task_suite_asks_and_evaluates_each_step_once(tmp_path: Path, kb: Pa
     data = json_of(out)
     assert [r["state"] for r in data["runs"]] == ["finished"] * 6
     assert data["rate_limited"] == 1 and data["gpu_jobs"] == sum(evaluated(tmp_path / "evals.log").values())
+    assert 2 <= flight["peak"] <= 3  # different runs' LLM steps overlapped, never more than --llm-concurrency
     assert {k: v for k, v in counts.items() if v != 1} == {("L1_Gelu", "r01.plan.1"): 2}  # the 429, retried
     assert len({task for task, _ in counts}) == 6
     evals = evaluated(tmp_path / "evals.log")
