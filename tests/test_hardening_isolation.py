@@ -1,8 +1,8 @@
 """A candidate looks for the user's secrets and the network from inside the harness worker (CPU mode).
 
 It scans ``/proc/*/environ`` and ``/proc/*/cmdline`` of every process it can see, its own environment,
-the real home folder (a planted ``~/.ssh/id_rsa`` and a ``kernelskill.toml`` with an ``api_key``) and
-connects to a socket the test listens on at 127.0.0.1. Where user namespaces work (this machine), it
+the real home folder (a planted ``~/.ssh/id_rsa`` and a ``kernelskill.toml`` with an ``api_key``), a file
+left in the shared ``/tmp``, and connects to a socket the test listens on at 127.0.0.1. Where user namespaces work (this machine), it
 must find nothing and connect nowhere, and the result says ``isolation: namespaces``; where they do not,
 the result carries the ``process-only`` warning.
 """
@@ -33,6 +33,7 @@ import torch
 SECRETS = {secrets!r}
 HOME = {home!r}
 PORT = {port!r}
+PLANTED = {planted!r}
 
 
 def _read(path):
@@ -55,6 +56,9 @@ def _probe():
         text = _read(os.path.join(HOME, rel))
         if text and any(s in text for s in SECRETS):
             found.append(rel)
+    text = _read(PLANTED)  # a file another program left in the shared /tmp
+    if text and any(s in text for s in SECRETS):
+        found.append("tmp")
     try:
         listing = os.listdir(HOME)
     except OSError:
@@ -97,9 +101,12 @@ def planted(tmp_path: Path):
     listener.setblocking(False)
     run = ks_home / "runs" / "r1"
     run.mkdir(parents=True)
-    secrets = [*SECRETS.values(), "ssh-probe-5c0d1e", TOML_KEY]
+    secrets = [*SECRETS.values(), "ssh-probe-5c0d1e", TOML_KEY, "tmp-probe-77aa"]
+    planted = tmp_path / "left-in-tmp.txt"
+    planted.write_text("token: tmp-probe-77aa\n")
     candidate = run / "candidate.py"
-    candidate.write_text(PROBE.format(secrets=secrets, home=str(home), port=listener.getsockname()[1]))
+    candidate.write_text(PROBE.format(secrets=secrets, home=str(home), port=listener.getsockname()[1],
+                                      planted=str(planted)))
     yield {"candidate": candidate, "listener": listener, "cache": tmp_path / "cache", "env": env}
     listener.close()
 
@@ -154,6 +161,7 @@ def test_process_only_fallback_is_visible_in_every_result(planted) -> None:
     assert details["isolation"] == "process-only"
     assert details["isolation_warning"].startswith("isolation: process-only")
     assert any(f.startswith("/proc/") for f in findings["found"]) and ".ssh/id_rsa" in findings["found"], findings
+    assert "tmp" in findings["found"]
     assert findings["connected"] is True
 
 

@@ -11,7 +11,8 @@ cannot reach the network. Mechanism, strongest first:
     candidate starts) holds no secret in its environ. The new PID namespace with its own ``/proc``
     shows only the sandbox's processes (no parent to read ``/proc/<pid>/environ`` of). The launcher
     mounts an empty tmpfs over the real home folder, the kernelskill home, ``/run`` (service sockets)
-    and the other configured places, bind-mounts back (read-only) only what the worker needs (the
+    and the other configured places, gives the sandbox its own empty ``/tmp``, ``/var/tmp`` and
+    ``/dev/shm`` (nothing to read from or plant for other processes), bind-mounts back (read-only) only what the worker needs (the
     Python installation, this package, the task and the candidate) and the work and build-cache folders
     (writable), hides a ``kernelskill.toml`` in the starting folder behind an empty file, then drops
     every capability (bounding set included, no_new_privs) so the candidate can neither undo a mount
@@ -50,6 +51,8 @@ ENV_FORCE = "KERNELSKILL_HARNESS_ISOLATION"
 #: extra folders or files to hide (os.pathsep-separated), e.g. a ``--home`` outside the home folder
 ENV_HIDE = "KERNELSKILL_HARNESS_HIDE"
 STATUS_FILE = "sandbox.status.json"
+#: shared scratch folders: each sandbox gets its own empty one (nothing planted by or for another process)
+SCRATCH = ("/tmp", "/var/tmp", "/dev/shm")
 WARNING = ("isolation: process-only (user namespaces are not available here, so a candidate can read "
            "what this user can read and reach the network)")
 
@@ -113,8 +116,10 @@ def wrap(cmd: list[str], *, workdir: Path, env: dict[str, str], read_only: list[
     """The command line that runs ``cmd`` inside the namespaces (the spec is written into ``workdir``)."""
     folders, files = hidden_paths()
     nvidia = [str(p) for p in Path("/run").glob("nvidia*")] if Path("/run").is_dir() else []
-    spec = {"hide_dirs": folders, "hide_files": files,
-            "read_only": sorted({os.path.realpath(p) for p in [*needed_paths(), *read_only, *nvidia]
+    imports = [p for p in env.get("PYTHONPATH", "").split(os.pathsep) if p]  # the package's link folder
+    scratch = sorted({os.path.realpath(p) for p in SCRATCH if os.path.isdir(p)} - set(folders))
+    spec = {"hide_dirs": folders, "scratch_dirs": scratch, "hide_files": files,
+            "read_only": sorted({os.path.realpath(p) for p in [*needed_paths(), *read_only, *nvidia, *imports]
                                  if os.path.exists(p)}),
             "writable": sorted({os.path.realpath(p) for p in [str(workdir), *writable] if os.path.exists(p)}),
             "status": str(workdir / STATUS_FILE), "cwd": str(workdir), "cmd": cmd}
@@ -245,14 +250,16 @@ def setup(spec: dict[str, Any]) -> None:
     kept file inside that (the task of a run) comes back again.
     """
     libc = _libc()
-    hide_dirs = list(spec["hide_dirs"])
+    scratch = set(spec.get("scratch_dirs", []))
+    hide_dirs = [*spec["hide_dirs"], *sorted(scratch)]
     keeps = {p: True for p in spec["read_only"]} | {p: False for p in spec["writable"]}
     fds = {path: os.open(path, os.O_PATH) for path in keeps if any(_under(path, d) for d in hide_dirs)}
     steps = [(d.count("/"), 0, d) for d in hide_dirs] + [(p.count("/"), 1, p) for p in fds]
     for _depth, kind, path in sorted(steps):
         if kind == 0:
             if os.path.isdir(path):
-                _mount(libc, "tmpfs", path, "tmpfs", MS_NOSUID | MS_NODEV, "size=4m,mode=0755")
+                options = "size=1g,mode=1777" if path in scratch else "size=4m,mode=0755"
+                _mount(libc, "tmpfs", path, "tmpfs", MS_NOSUID | MS_NODEV, options)
             continue
         if not any(_under(path, d) for _dd, k, d in steps if k == 0 and d.count("/") <= path.count("/")):
             continue
