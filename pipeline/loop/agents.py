@@ -252,10 +252,13 @@ class Agents:
         return CodeAnswer(code=code, reason="" if code else reason2, asks=2)
 
     def _json(self, role: str, schema: dict[str, Any], step: str, round_: int | None,
-              messages: list[dict[str, str]] | None = None, **context: Any) -> tuple[dict[str, Any] | None, str]:
+              messages: list[dict[str, str]] | None = None, *, steps: tuple[str, ...] | None = None,
+              method_in: list[str] | None = None, **context: Any) -> tuple[dict[str, Any] | None, str]:
+        """A JSON answer through the client's one re-ask loop (by default ``<step>.1``, then ``<step>.2``)."""
         assert self.llm is not None
         return self.llm.ask_json(role, messages or self._messages(role, **context), schema,
-                                 steps=(f"{step}.1", f"{step}.2"), round_=round_, expects=json_expects(schema))
+                                 steps=steps or (f"{step}.1", f"{step}.2"), round_=round_,
+                                 expects=json_expects(schema, method_in))
 
     # roles ------------------------------------------------------------------------------------
     def generate(self, *, step: str, round_: int, task_source: str, memory: dict[str, Any]) -> CodeAnswer:
@@ -290,9 +293,9 @@ class Agents:
             messages = self.plan_messages(task_source=task_source, kernel_source=kernel_source,
                                           parent_speedup=parent_speedup, query=query, permitted=permitted,
                                           filtered=filtered, memory=memory, rejection=rejection)
-            value, reason = parse_json_answer(self._ask("planner", messages, f"{step}.{ask}", round_,
-                                                        json_expects(PLAN_SCHEMA, None if free else ids)),
-                                              PLAN_SCHEMA)
+            # one ask per step: a rejected plan is asked again with a fresh prompt that says why
+            value, reason = self._json("planner", PLAN_SCHEMA, step, round_, messages,
+                                       steps=(f"{step}.{ask}",), method_in=None if free else ids)
             if value is not None and (free or value["method"] in ids):
                 return PlanDecision(method=value["method"], plan=value["plan"],
                                     rationale=value.get("rationale", ""), asks=ask, rejections=rejections)
