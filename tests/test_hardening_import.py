@@ -108,3 +108,22 @@ def test_run_id_with_terminal_escapes_is_refused_and_never_printed_raw(exchange_
     listed = ks("runs", "list", "--home", home, "--json")
     assert listed.exit_code == 0 and "\x1b" not in listed.output
     assert [r["id"] for r in json.loads(listed.output)] == [run_dir.name]
+
+
+def test_one_broken_run_does_not_hide_the_others(exchange_run) -> None:
+    """A run folder damaged by hand (or by an older import) is skipped with a warning by `runs list`, the
+    GPU side's run finder and `runs resume --all`, instead of failing them for every run."""
+    from kernelskill.pipeline.runs import gpu_side
+
+    home, run_dir = exchange_run
+    broken = run_dir.parent / "broken-run-1"
+    shutil.copytree(run_dir, broken)
+    with (broken / "events.jsonl").open("r+") as fh:
+        lines = fh.read().splitlines()
+        fh.seek(0)
+        fh.write("\n".join([lines[0], "{not json", *lines[1:]]) + "\n")
+    listed = ks("runs", "list", "--home", home, "--json")
+    assert listed.exit_code == 0 and [r["id"] for r in json.loads(listed.output)] == [run_dir.name]
+    assert [r.path.name for r in gpu_side.find_runs(run_dir.parent)] == [run_dir.name]
+    out = ks("runs", "resume", "--all", str(run_dir.parent), "--home", home, "--stop-before", "llm", *PLUGINS)
+    assert out.exit_code in (0, 3) and "Traceback" not in out.output, out.output

@@ -34,7 +34,7 @@ from pathlib import Path
 from typing import Any
 
 from kernelskill.errors import KernelskillError
-from kernelskill.pipeline.runs import MANIFEST, Run, gpu_request, pending_request, run_gpu_step
+from kernelskill.pipeline.runs import MANIFEST, Run, RunStore, gpu_request, pending_request, run_gpu_step
 
 log = logging.getLogger(__name__)
 
@@ -57,7 +57,7 @@ def find_runs(root: Path) -> list[Run]:
         return [Run(root)]
     if not root.is_dir():
         raise KernelskillError(f"{root}: no such folder")
-    return [Run(p) for p in sorted(root.iterdir()) if (p / MANIFEST).is_file()]
+    return RunStore(root).list()  # a broken or oddly named run folder is skipped with a warning
 
 
 def pending_gpu_steps(runs: Iterable[Run]) -> list[PendingStep]:
