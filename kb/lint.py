@@ -4,7 +4,9 @@ Errors block an ingest; warnings do not. The checks: references to undefined pre
 bottlenecks, tiers and fields; expressions naming unknown symbols or using syntax outside the expression
 language (docs/CONTRACTS.md); cases that can never match (contradictory constraints, a tier or structure
 outside the domain, a predicate both required and excluded); tiers that overlap or leave gaps; unused
-predicates and methods no case permits; holes in the bottleneck x tier x structure coverage matrix.
+predicates and methods no case permits; holes in the bottleneck x tier x structure coverage matrix; dead
+ends, where a case that can be chosen under some protocol leaves fewer than two methods after the vetoes
+(the protocol coverage, see :meth:`_Linter.protocol_coverage`).
 """
 
 from __future__ import annotations
@@ -21,10 +23,26 @@ from pydantic import BaseModel
 
 from kernelskill.expr import ExprError, compile_expr
 from kernelskill.kb.loader import LoadIssue, Location, SkillSet
+from kernelskill.kb.schema import Case, Method
+from kernelskill.protocols import PRESETS, Protocol
 
 ALLOWED_FUNCS = {"min": (1, None), "max": (1, None), "abs": (1, 1), "defined": (1, 1)}
 DEFAULT_STRUCTURES = [0, 1, 2, 3, 4]
 STRUCTURE_FIELD = "kernel_structure_id"
+
+#: The protocol coverage walks bottleneck x tier x structure x protocol, and for each protocol these values of
+#: the other context fields a protocol does not fix: the task's dtype, the target architecture (sm_80 and
+#: sm_90 differ in the hopper-only and async-copy vetoes) and the shape of the measured forward ("any": the
+#: profile says nothing about it; "custom_kernel_dominates": one custom kernel takes 90 % or more of it, which
+#: the fusion and graph vetoes read). A case that can be chosen must keep MIN_PERMITTED methods in each.
+COVERAGE_DTYPES: tuple[str, ...] = ("fp32", "fp16")
+COVERAGE_ARCHS: tuple[int, ...] = (80, 90)
+FORWARD_SHAPES: dict[str, dict[str, Any]] = {
+    "any": {},
+    "custom_kernel_dominates": {"has_profile": True, "dominant_kernel_share_pct": 95.0, "vendor_kernel_dominant": False},
+}
+MIN_PERMITTED = 2
+FALLBACK_ROW = "(fallback)"
 
 
 class Finding(BaseModel):
@@ -45,10 +63,39 @@ class CoverageRow(BaseModel):
     counts: dict[int, int]  # structure -> number of cases that can serve the cell
 
 
+class Scenario(BaseModel):
+    """One point of the protocol dimension: a protocol preset and the context values it does not fix."""
+
+    protocol: str
+    dtype: str
+    arch_sm: int
+    forward: str
+
+    def label(self) -> str:
+        shape = "" if self.forward == "any" else f", {self.forward.replace('_', ' ')}"
+        return f"{self.protocol} ({self.dtype}, sm_{self.arch_sm}{shape})"
+
+
+class ProtocolCell(BaseModel):
+    """bottleneck x tier x structure under one scenario: the cases that can be chosen there and how many
+    methods each keeps after the vetoes (a cell no case can serve has no entry: the fallback answers)."""
+
+    scenario: Scenario
+    bottleneck: str
+    tier: str
+    structure: int
+    permitted: dict[str, int]  # case id -> methods left after vetoes and requires
+
+    @property
+    def min_permitted(self) -> int | None:
+        return min(self.permitted.values()) if self.permitted else None
+
+
 class LintReport(BaseModel):
     findings: list[Finding]
     coverage: list[CoverageRow]
     structures: list[int]
+    protocol_coverage: list[ProtocolCell] = []
 
     @property
     def errors(self) -> list[Finding]:
@@ -64,6 +111,11 @@ class LintReport(BaseModel):
 
     def holes(self) -> int:
         return sum(1 for row in self.coverage for n in row.counts.values() if n == 0)
+
+    def dead_ends(self) -> int:
+        """Cells of the protocol coverage where a case that can be chosen keeps fewer than MIN_PERMITTED methods."""
+        return sum(1 for cell in self.protocol_coverage
+                   if cell.min_permitted is not None and cell.min_permitted < MIN_PERMITTED)
 
 
 # --------------------------------------------------------------------------------------------------
@@ -189,8 +241,9 @@ def _apply(c: Constraint, op: str, value: Any) -> None:
 
 
 class _Linter:
-    def __init__(self, skills: SkillSet) -> None:
+    def __init__(self, skills: SkillSet, protocols: dict[str, Protocol] | None = None) -> None:
         self.s = skills
+        self.protocols = PRESETS if protocols is None else protocols
         self.findings: list[Finding] = []
         self.fields = {f.id: f for f in skills.fields}
         self.predicates = {p.id: p for p in skills.predicates}
@@ -198,6 +251,8 @@ class _Linter:
         self.bottlenecks = {b.id: b for b in skills.bottlenecks}
         self.methods = {m.id: m for m in skills.methods}
         self.pred_names: dict[str, set[str]] = {}
+        self._compiled: dict[str, Any] = {}
+        self._facts: dict[str, dict[str, Any]] = {}
 
     def add(self, severity: str, obj_id: str | None, message: str, code: str) -> None:
         loc = self.s.locations.get(obj_id or "", Location("<kb>", 0))
@@ -224,9 +279,11 @@ class _Linter:
         self.unused()
         self.backing()
         coverage = self.coverage()
+        protocol_cells = self.protocol_coverage()
         order = {"error": 0, "warning": 1}
         self.findings.sort(key=lambda f: (order[f.severity], f.file, f.line, f.code))
-        return LintReport(findings=self.findings, coverage=coverage, structures=self.structures())
+        return LintReport(findings=self.findings, coverage=coverage, structures=self.structures(),
+                          protocol_coverage=protocol_cells)
 
     # -- checks -------------------------------------------------------------------------------
     def expressions(self) -> None:
@@ -419,9 +476,134 @@ class _Linter:
         return rows
 
 
-def lint(skills: SkillSet, load_issues: list[LoadIssue] | None = None) -> LintReport:
-    """Run every check; ``load_issues`` (from the loader) become error findings first."""
-    report = _Linter(skills).run()
+    # -- protocol coverage ----------------------------------------------------------------------
+    def scenarios(self) -> list[Scenario]:
+        return [Scenario(protocol=p, dtype=d, arch_sm=a, forward=f) for p in self.protocols
+                for d in COVERAGE_DTYPES for a in COVERAGE_ARCHS for f in FORWARD_SHAPES]
+
+    def scenario_env(self, sc: Scenario) -> dict[str, Any]:
+        env = dict(self.protocols[sc.protocol].context(sc.dtype))
+        env.update(task_dtype=sc.dtype, arch_sm=sc.arch_sm, **FORWARD_SHAPES[sc.forward])
+        return env
+
+    def _pred(self, pid: str, env: dict[str, Any]) -> bool | None:
+        p = self.predicates.get(pid)
+        if p is None:
+            return None
+        try:
+            if pid not in self._compiled:
+                self._compiled[pid] = compile_expr(p.expr)
+            value = self._compiled[pid].evaluate(env)
+        except ExprError:
+            return None
+        return None if value is None else bool(value)
+
+    def _case_facts(self, case: Case) -> dict[str, Any]:
+        """Field values the case's gates pin down: ``x``, ``not x``, ``x == v`` and one-value ``in`` atoms of
+        its bottleneck's signature and its ``when`` predicates; a one-symbol ``unless`` predicate is false."""
+        facts: dict[str, Any] = {}
+        gates = list(case.when)
+        b = self.bottlenecks.get(case.bottleneck or "")
+        if b is not None:
+            gates = [*b.signature, *gates]
+        for pid in gates:
+            p = self.predicates.get(pid)
+            for name, op, value in simple_constraints(p.expr) if p is not None else []:
+                if op in ("Eq", "=="):
+                    facts[name] = value
+                elif op == "in" and len(value) == 1:
+                    facts[name] = next(iter(value))
+        for pid in case.unless:
+            p = self.predicates.get(pid)
+            atoms = simple_constraints(p.expr) if p is not None else []
+            if len(atoms) == 1 and atoms[0][1] in ("Eq", "==") and isinstance(atoms[0][2], bool):
+                facts[atoms[0][0]] = not atoms[0][2]
+        return facts
+
+    def case_under(self, case: Case, structure: int, env: dict[str, Any]) -> tuple[list[str], dict[str, str]] | None:
+        """``(permitted, removed)`` for ``case`` in a scenario (``env``) and structure, or None when the case
+        cannot be chosen there. The scenario's own values win over the case's facts; a gate that is false
+        under them makes the case unreachable. Vetoes and ``requires`` are evaluated as the query engine does
+        (three-valued: a condition that stays unknown removes nothing)."""
+        if case.id not in self._facts:
+            self._facts[case.id] = self._case_facts(case)
+        full = {**self._facts[case.id], **env, STRUCTURE_FIELD: structure}
+        b = self.bottlenecks.get(case.bottleneck or "")
+        gates = [*(b.signature if b is not None else []), *case.when]
+        if any(self._pred(p, full) is False for p in gates) or any(self._pred(p, full) is True for p in case.unless):
+            return None
+        active = [v for v in self.s.vetoes if "query" in v.scope and (v.methods or v.tags)
+                  and all(self._pred(p, full) is True for p in v.when)]
+        permitted: list[str] = []
+        removed: dict[str, str] = {}
+        for mid in case.methods:
+            m: Method | None = self.methods.get(mid)
+            if m is None:
+                removed[mid] = "not a method of this KB"
+                continue
+            veto = next((v for v in active if m.id in v.methods or set(m.tags) & set(v.tags)), None)
+            failed = [r for r in m.requires if self._pred(r, full) is False]
+            if veto is not None:
+                removed[mid] = f"veto {veto.id}"
+            elif failed:
+                removed[mid] = f"requires {', '.join(failed)}"
+            else:
+                permitted.append(mid)
+        return permitted, removed
+
+    def protocol_coverage(self) -> list[ProtocolCell]:
+        """For every scenario (protocol x dtype x arch x forward shape) and bottleneck x tier x structure cell,
+        each case that can be chosen there must keep at least MIN_PERMITTED methods after the vetoes; a case
+        that does not is a dead end (an error naming the case and the scenarios where it happens)."""
+        structures = self.structures()
+        tier_ids = [t.id for t in sorted(self.s.tiers, key=lambda t: (t.order, t.id))] or ["any"]
+        rows = [(b.id, False) for b in sorted(self.s.bottlenecks, key=lambda b: (b.priority, b.id))]
+        rows.append((FALLBACK_ROW, True))
+        cells: list[ProtocolCell] = []
+        dead: dict[str, list[tuple[Scenario, int, list[str], dict[str, str]]]] = defaultdict(list)
+        for sc in self.scenarios():
+            env = self.scenario_env(sc)
+            memo: dict[tuple[str, int], tuple[list[str], dict[str, str]] | None] = {}
+            for row, fallback in rows:
+                cases = [c for c in self.s.cases if c.fallback == fallback and (fallback or c.bottleneck == row)]
+                for tid in tier_ids:
+                    for s in structures:
+                        permitted: dict[str, int] = {}
+                        for c in cases:
+                            if (c.tiers and tid not in c.tiers) or (c.structures and s not in c.structures):
+                                continue
+                            if (c.id, s) not in memo:
+                                memo[(c.id, s)] = self.case_under(c, s, env)
+                                got = memo[(c.id, s)]
+                                if got is not None and len(got[0]) < MIN_PERMITTED:
+                                    dead[c.id].append((sc, s, *got))
+                            got = memo[(c.id, s)]
+                            if got is not None:
+                                permitted[c.id] = len(got[0])
+                        cells.append(ProtocolCell(scenario=sc, bottleneck=row, tier=tid, structure=s,
+                                                  permitted=permitted))
+        for cid, hits in dead.items():
+            cut = [h for h in hits if h[3]]
+            if not cut:  # the case lists too few methods itself, whatever the protocol
+                self.add("warning", cid, f"{cid}: the case lists {len(hits[0][2])} method(s); a case should offer "
+                                         f"at least {MIN_PERMITTED}", "thin_case")
+                continue
+            sc, s, kept, removed = cut[0]
+            where = sorted({h[0].label() for h in cut})
+            more = f" and {len(where) - 1} more scenario(s)" if len(where) > 1 else ""
+            gone = ", ".join(f"{m} ({why})" for m, why in removed.items())
+            self.add("error", cid, f"dead end: case {cid!r} can be chosen under {sc.label()}{more}, structure "
+                                   f"{s}, and keeps {len(kept)} method(s) after the vetoes "
+                                   f"({', '.join(kept) or 'none'}; removed: {gone}); it needs at least "
+                                   f"{MIN_PERMITTED} permitted methods in every scenario", "dead_end")
+        return cells
+
+
+def lint(skills: SkillSet, load_issues: list[LoadIssue] | None = None,
+         protocols: dict[str, Protocol] | None = None) -> LintReport:
+    """Run every check; ``load_issues`` (from the loader) become error findings first. ``protocols`` (default:
+    the presets of :mod:`kernelskill.protocols`) are the protocol dimension of the coverage."""
+    report = _Linter(skills, protocols).run()
     if load_issues:
         extra = [Finding(severity="error", file=i.location.file, line=i.location.line, message=i.message,
                          code=i.code) for i in load_issues]
