@@ -237,10 +237,12 @@ def lint_cmd(ctx, strict: bool) -> None:
 @kb.command("coverage")
 @common_options
 def coverage_cmd(ctx) -> None:
-    """Cases per bottleneck x tier x structure (0 = a hole: only the fallback applies)."""
+    """Cases per bottleneck x tier x structure (0 = a hole: only the fallback applies), and per protocol
+    scenario the fewest methods a case that can be chosen keeps after the vetoes (below 2 = a dead end)."""
     report = _lint_report(ctx)
     data = {"structures": report.structures, "holes": report.holes(),
-            "rows": [r.model_dump() for r in report.coverage]}
+            "rows": [r.model_dump() for r in report.coverage],
+            "dead_ends": report.dead_ends(), "protocols": report.protocol_summary()}
 
     def render(d: dict[str, Any]) -> None:
         from rich.table import Table
@@ -251,6 +253,15 @@ def coverage_cmd(ctx) -> None:
             table.add_row(r["bottleneck"], r["tier"], *cells)
         console().print(table)
         console().print(f"{d['holes']} holes")
+        proto = Table("protocol", "dtype", "arch", "forward", "cells", "fewest methods", "dead ends",
+                      title="permitted methods after vetoes, per protocol scenario")
+        for r in d["protocols"]:
+            low = r["min_permitted"]
+            low_txt = "-" if low is None else (f"[red]{low}[/red]" if low < 2 else str(low))
+            dead = f"[red]{r['dead_ends']}[/red]" if r["dead_ends"] else "0"
+            proto.add_row(r["protocol"], r["dtype"], f"sm_{r['arch_sm']}", r["forward"], str(r["cells"]), low_txt, dead)
+        console().print(proto)
+        console().print(f"{d['dead_ends']} dead ends")
 
     emit(ctx, data, render)
 

@@ -117,6 +117,21 @@ class LintReport(BaseModel):
         return sum(1 for cell in self.protocol_coverage
                    if cell.min_permitted is not None and cell.min_permitted < MIN_PERMITTED)
 
+    def protocol_summary(self) -> list[dict[str, Any]]:
+        """One row per scenario: cells some case serves, the fewest methods a reachable case keeps, dead ends."""
+        rows: dict[str, dict[str, Any]] = {}
+        for cell in self.protocol_coverage:
+            label = cell.scenario.label()
+            row = rows.setdefault(label, {"scenario": label, **cell.scenario.model_dump(), "cells": 0,
+                                          "min_permitted": None, "dead_ends": 0})
+            low = cell.min_permitted
+            if low is None:
+                continue
+            row["cells"] += 1
+            row["min_permitted"] = low if row["min_permitted"] is None else min(row["min_permitted"], low)
+            row["dead_ends"] += int(low < MIN_PERMITTED)
+        return list(rows.values())
+
 
 # --------------------------------------------------------------------------------------------------
 # expressions
