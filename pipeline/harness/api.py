@@ -42,7 +42,7 @@ from .results import (
     EvalResult,
     trim_log,
 )
-from .sandbox import WorkerOutcome, run_worker
+from .sandbox import PER_JOB_ENV, WorkerOutcome, run_worker
 
 log = logging.getLogger(__name__)
 
@@ -223,12 +223,17 @@ def run_candidate(task: str | Path, candidate: str | Path, config: EvalConfig | 
     outcome = run_worker({"mode": "evaluate", "task": str(tpath.resolve()), "candidate": str(cpath.resolve()),
                           "kind": kind, "config": cfg.to_dict(), "device_type": _device_type()},
                          timeout_s=budget, max_rss_gb=cfg.max_rss_gb, env_extra=env,
-                         keep_workdir=cfg.keep_workdir)
+                         keep_workdir=cfg.keep_workdir, ready_key=_ready_key(env) if cfg.ready_workers else None)
     result = _outcome_to_result(outcome, cfg, budget)
     result.task, result.candidate, result.protocol = str(task), str(candidate), cfg.protocol
     result.details.update(build_key=built.key, build_cached=built.cached, build_seconds=round(built.seconds, 3),
                           build_deferred=built.deferred, device=device)
     return result
+
+
+def _ready_key(env: dict[str, str]) -> str:
+    """Jobs with the same device and cache folders can take each other's ready worker."""
+    return json.dumps({k: v for k, v in sorted(env.items()) if k not in PER_JOB_ENV})
 
 
 def _device_type() -> str:

@@ -109,6 +109,7 @@ class EvalConfig(_Record):
     sol_fail_fraction: float = 0.5  # faster than this fraction of the speed-of-light floor => cheat
     side_stream_factor: float = 0.5  # wall-minus-event gap above this share of the wall time => cheat
     keep_workdir: bool = False
+    ready_workers: bool = True  # the next GPU worker starts (torch imported, CUDA up) while this one runs
 
     @classmethod
     def from_protocol(cls, protocol: str | Protocol | None = None, **overrides: Any) -> EvalConfig:
@@ -151,6 +152,7 @@ class EvalResult(_Record):
     baseline_iqr_ms: float | None = None
     compile_ms: float | None = None  # torch.compile baseline median (with --baseline compile)
     protocol: str = ""  # the protocol the candidate was judged by
+    baseline_ieee_ms: float | None = None  # eager with cuDNN TF32 off, when it differs from baseline_ms by > 5 %
     message: str = ""
     build_log: str = ""
     details: dict[str, Any] = field(default_factory=dict)

@@ -13,6 +13,7 @@ huge virtual address ranges). A crash (segfault, sticky CUDA error, os._exit) en
 
 from __future__ import annotations
 
+import atexit
 import hashlib
 import json
 import logging
@@ -142,6 +143,92 @@ def _kill_group(proc: subprocess.Popen[bytes]) -> None:
         pass
 
 
+@dataclass
+class _Ready:
+    """A worker started ahead of its job (``worker --ready``): torch imported, waiting for a request."""
+
+    proc: subprocess.Popen[bytes]
+    workdir: Path
+    err: Any
+    mode: str
+    started: float
+
+
+_READY: dict[str, _Ready] = {}
+_READY_LOCK = threading.Lock()
+#: env_extra entries that differ per candidate: the ready worker gets them with its request
+PER_JOB_ENV = ("TORCH_EXTENSIONS_DIR",)
+
+
+def _start_ready(key: str, env_extra: dict[str, str]) -> None:
+    """Start the worker that the next job of ``key`` will take (one per key; the old one, if any, stays)."""
+    with _READY_LOCK:
+        old = _READY.get(key)
+        if old is not None and old.proc.poll() is None:
+            return
+        workdir = Path(tempfile.mkdtemp(prefix="ks-worker-"))
+        shared = {k: v for k, v in env_extra.items() if k not in PER_JOB_ENV}
+        ext = env_extra.get("TORCH_EXTENSIONS_DIR")  # CACHE_ROOT/<build key>/ext: the whole root is bound
+        cmd, env, mode = _command(["--ready", str(workdir)], workdir, shared, files=[], command_prefix=None,
+                                  cache=str(Path(ext).parents[1]) if ext else None)
+        err = open(workdir / "stderr.txt", "wb")  # noqa: SIM115 - closed when the job ends
+        proc = subprocess.Popen(cmd, cwd=workdir, env=env, stdin=subprocess.DEVNULL, stdout=err,
+                                stderr=subprocess.STDOUT, start_new_session=True)
+        _READY[key] = _Ready(proc, workdir, err, mode, time.monotonic())
+
+
+def _take_ready(key: str) -> _Ready | None:
+    with _READY_LOCK:
+        ready = _READY.pop(key, None)
+    if ready is not None and ready.proc.poll() is None:
+        return ready
+    if ready is not None:
+        ready.err.close()
+        shutil.rmtree(ready.workdir, ignore_errors=True)
+    return None
+
+
+def _cuda_go(key: str) -> None:
+    """Tell the waiting worker of ``key`` that no timed run is going on: it may bring CUDA up."""
+    with _READY_LOCK:
+        ready = _READY.get(key)
+    if ready is not None:
+        (ready.workdir / "cuda.go").touch()
+
+
+def stop_ready_workers() -> None:
+    """End every waiting worker (they run no candidate code; called at exit)."""
+    with _READY_LOCK:
+        items = list(_READY.values())
+        _READY.clear()
+    for ready in items:
+        _kill_group(ready.proc)
+        ready.err.close()
+        shutil.rmtree(ready.workdir, ignore_errors=True)
+
+
+atexit.register(stop_ready_workers)
+
+
+def _command(args: list[str], workdir: Path, env_extra: dict[str, str] | None, *, files: list[str],
+             command_prefix: list[str] | None, cache: str | None = None) -> tuple[list[str], dict[str, str], str]:
+    """(command line, environment, isolation) of a worker in ``workdir`` with worker arguments ``args``."""
+    env = scrub_env(extra=env_extra)
+    env["PYTHONPATH"] = os.pathsep.join(p for p in (package_pythonpath(), env.get("PYTHONPATH", "")) if p)
+    env["HOME"] = str(workdir)  # nothing of the user's home (configs, tokens) is in reach
+    env["TMPDIR"] = str(workdir)
+    cmd = [*(command_prefix or []), sys.executable, "-m", "kernelskill.pipeline.harness.worker", *args]
+    # The profiler (command_prefix) drives the GPU's counters from outside: it runs without namespaces.
+    mode = isolation.available() if command_prefix is None else isolation.PROCESS_ONLY
+    if mode == isolation.NAMESPACES:
+        writable = [v for k, v in (env_extra or {}).items() if k.endswith(("_DIR", "_CACHE", "_ROOT"))]
+        for folder in writable:  # made now, so that one under the hidden home is bound back, not lost
+            Path(folder).expanduser().mkdir(parents=True, exist_ok=True)
+        cmd = isolation.wrap(cmd, workdir=workdir, env=env, read_only=files,
+                             writable=[*writable, *([str(Path(cache).expanduser())] if cache else [])])
+    return cmd, env, mode
+
+
 def run_worker(
     request: dict[str, Any],
     *,
@@ -151,40 +238,49 @@ def run_worker(
     keep_workdir: bool = False,
     command_prefix: list[str] | None = None,
     full_output: bool = False,
+    ready_key: str | None = None,
 ) -> WorkerOutcome:
     """Run the worker on ``request`` and return its result (or why there is none).
 
-    ``command_prefix`` wraps the interpreter (the profiler puts ``ncu ...`` there).
+    ``command_prefix`` wraps the interpreter (the profiler puts ``ncu ...`` there). With ``ready_key``
+    the job goes to a worker of that key started ahead of it (torch imported, CUDA up) when one is
+    waiting, and the next one is started at once: a fresh process per job all the same. The key must
+    name everything of ``env_extra`` but :data:`PER_JOB_ENV` (the device, the cache root).
     """
-    workdir = Path(tempfile.mkdtemp(prefix="ks-worker-"))
+    ready = _take_ready(ready_key) if ready_key and command_prefix is None else None
+    workdir = ready.workdir if ready is not None else Path(tempfile.mkdtemp(prefix="ks-worker-"))
     req_path = workdir / "request.json"
     res_path = workdir / "result.json"
     stage_path = workdir / "stage.txt"
     request = dict(request, stage_file=str(stage_path))
-    req_path.write_text(json.dumps(request))
-    env = scrub_env(extra=env_extra)
-    env["PYTHONPATH"] = os.pathsep.join(p for p in (package_pythonpath(), env.get("PYTHONPATH", "")) if p)
-    env["HOME"] = str(workdir)  # nothing of the user's home (configs, tokens) is in reach
-    env["TMPDIR"] = str(workdir)
-    cmd = [*(command_prefix or []), sys.executable, "-m", "kernelskill.pipeline.harness.worker",
-           str(req_path), str(res_path)]
-    # The profiler (command_prefix) drives the GPU's counters from outside: it runs without namespaces.
-    mode = isolation.available() if command_prefix is None else isolation.PROCESS_ONLY
-    if mode == isolation.NAMESPACES:
+    if ready is not None:  # its sandbox was made before the files were known: they come along in workdir
+        for name in ("task", "candidate"):
+            if isinstance(request.get(name), str) and Path(request[name]).is_file():
+                copy = workdir / f"{name}{Path(request[name]).suffix}"
+                shutil.copyfile(request[name], copy)
+                request[name] = str(copy)
+        request["env"] = {k: v for k, v in (env_extra or {}).items() if k in PER_JOB_ENV}
+    cache = request.get("config", {}).get("cache_dir") if isinstance(request.get("config"), dict) else None
+    if ready is None:
+        req_path.write_text(json.dumps(request))
         files = [str(request[k]) for k in ("task", "candidate") if isinstance(request.get(k), str)]
-        cache = request.get("config", {}).get("cache_dir") if isinstance(request.get("config"), dict) else None
-        writable = [v for k, v in (env_extra or {}).items() if k.endswith(("_DIR", "_CACHE", "_ROOT"))]
-        for folder in writable:  # made now, so that one under the hidden home is bound back, not lost
-            Path(folder).expanduser().mkdir(parents=True, exist_ok=True)
-        cmd = isolation.wrap(cmd, workdir=workdir, env=env, read_only=files,
-                             writable=[*writable, *([str(Path(cache).expanduser())] if cache else [])])
+        cmd, env, mode = _command([str(req_path), str(res_path)], workdir, env_extra, files=files,
+                                  command_prefix=command_prefix, cache=cache)
+    if ready_key and command_prefix is None:
+        _start_ready(ready_key, dict(env_extra or {}))  # imports torch while this job runs; CUDA waits
     stderr_path = workdir / "stderr.txt"
     start = time.monotonic()
     timed_out = rss_killed = False
     peak = 0.0
-    with open(stderr_path, "wb") as err:
-        proc = subprocess.Popen(cmd, cwd=workdir, env=env, stdin=subprocess.DEVNULL, stdout=err,
-                                stderr=subprocess.STDOUT, start_new_session=True)
+    with (ready.err if ready is not None else open(stderr_path, "wb")) as err:
+        if ready is not None:
+            proc, mode = ready.proc, ready.mode
+            tmp = workdir / "request.tmp"
+            tmp.write_text(json.dumps(request))
+            os.replace(tmp, req_path)  # the waiting worker starts on it
+        else:
+            proc = subprocess.Popen(cmd, cwd=workdir, env=env, stdin=subprocess.DEVNULL, stdout=err,
+                                    stderr=subprocess.STDOUT, start_new_session=True)
         try:
             while True:
                 try:
@@ -210,6 +306,8 @@ def run_worker(
             except (ProcessLookupError, PermissionError):
                 pass
     seconds = time.monotonic() - start
+    if ready_key and command_prefix is None:
+        _cuda_go(ready_key)
     returncode = proc.returncode
     if mode == isolation.NAMESPACES:  # the launcher saw how the worker itself ended
         inner = isolation.read_status(workdir)

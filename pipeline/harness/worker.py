@@ -7,6 +7,10 @@ Started by :mod:`.sandbox` in its own process group. Modes:
 * ``evaluate``: the GPU phase (correctness, anti-cheat checks, timing) of one candidate;
 * ``profile``: one forward between cudaProfilerStart/Stop, for ``ncu --profile-from-start off``.
 
+``worker --ready WORKDIR`` is a worker started before its job (see ``sandbox.run_worker(ready_key=...)``):
+it imports torch and the evaluation code, brings CUDA up when the parent says no timing is running, and
+waits for ``WORKDIR/request.json``. Python, torch and the CUDA context then cost the next candidate nothing.
+
 The result is one JSON object. A sticky CUDA error ends the process right after the result is
 written (the context is unusable); the exit is always ``os._exit`` so a stray non-daemon thread
 cannot keep the worker alive.
@@ -86,7 +90,39 @@ def _fail(status: str, message: str, **details: Any) -> dict[str, Any]:
     return {"status": status, "correct": False, "message": message, "details": details}
 
 
+#: how a ready worker learns its job (``--ready WORKDIR``): the parent renames the request into place
+READY_REQUEST = "request.json"
+READY_CUDA = "cuda.go"  # the parent's sign that no timed run is going on: bring CUDA up now
+
+
+def wait_ready(workdir: str) -> list[str]:
+    """A ready worker: torch and the evaluation code imported (and CUDA up once the parent says so) before
+    the candidate is known; returns the ``[prog, REQUEST, RESULT]`` argv of the job when it arrives.
+
+    It never runs candidate code before its one job, so each candidate still gets a fresh process.
+    """
+    import torch
+
+    from . import evaluation  # noqa: F401 - imports torch's dispatch machinery, checks and timing now
+
+    folder = Path(workdir)
+    cuda_up = False
+    while not (folder / READY_REQUEST).is_file():
+        if not cuda_up and (folder / READY_CUDA).is_file() and torch.cuda.is_available():
+            torch.zeros(1, device="cuda").add_(1)  # the context and the elementwise kernels load now
+            torch.cuda.synchronize()
+            cuda_up = True
+        time.sleep(0.02)
+    req = json.loads((folder / READY_REQUEST).read_text())
+    for name, value in (req.get("env") or {}).items():  # the job's build folders
+        os.environ[name] = str(value)
+    return [sys.argv[0], str(folder / READY_REQUEST), str(folder / "result.json")]
+
+
 def main(argv: list[str]) -> None:
+    if len(argv) == 3 and argv[1] == "--ready":
+        _die_with_parent()
+        argv = wait_ready(argv[2])
     req = json.loads(Path(argv[1]).read_text())
     out_path = argv[2]
     stage = Stage(req.get("stage_file"))
