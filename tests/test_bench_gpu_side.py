@@ -151,3 +151,40 @@ def test_bare_box_budget_and_one_file_with_the_real_harness(tmp_path: Path) -> N
     for run in here:
         [event] = [e for e in on_disk(run.path) if e["type"] == "eval"]
         assert event["data"]["result"]["correct"] and event["data"]["result"]["details"]["gpu_name"] == "cpu"
+
+
+@pytest.mark.slow
+def test_sigterm_mid_batch_keeps_what_was_measured_and_still_exports(tmp_path: Path) -> None:
+    """The failure this guards against: a device call cut off half-way recorded nothing and carried nothing back.
+    Here gpu_side (a bare box, the real harness in CPU mode) gets SIGTERM once its first result is recorded."""
+    import os
+    import signal
+    import subprocess
+    import sys
+
+    from tests.test_split_gpu_side import BARE_BOX
+
+    here = paused_runs(tmp_path / "here", 4, candidate=ADD_CANDIDATE)
+    carry, _ = export_runs([r.path for r in here], tmp_path / "carry.tar")
+    box = tmp_path / "box"
+    box.mkdir()
+    proc = subprocess.Popen([sys.executable, "-c", BARE_BOX, str(box / "runs"), "--import", str(carry), "--export-to",
+                             str(box / "back.tar"), "--allow-cpu", "--build-jobs", "1", "--no-profile-ahead"],
+                            env={"PATH": "/usr/bin:/bin", "HOME": str(box)}, cwd=box, stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True)
+    deadline = time.monotonic() + 240
+    while proc.poll() is None and time.monotonic() < deadline:
+        logs = list((box / "runs").glob("*/events.jsonl"))
+        if any('"kind": "gpu"' in f.read_text() for f in logs):
+            break
+        time.sleep(0.05)
+    os.kill(proc.pid, signal.SIGTERM)
+    out, err = proc.communicate(timeout=120)
+    assert (box / "back.tar").is_file(), err[-3000:]
+    paths = import_runs(box / "back.tar", tmp_path / "here" / "runs", replace=True)
+    measured = [p for p in paths if any(e["type"] == "eval" for e in on_disk(p))]
+    assert len(paths) == 4 and len(measured) >= 1, err[-3000:]
+    if proc.returncode != 0:  # stopped by the signal (else the batch had just finished): the rest stays pending
+        assert proc.returncode == 128 + signal.SIGTERM
+        pending = gpu_side.pending_gpu_steps(gpu_side.find_runs(tmp_path / "here" / "runs"))
+        assert {s.run.id for s in pending} == {p.name for p in paths} - {p.name for p in measured}

@@ -34,8 +34,16 @@ log = logging.getLogger(__name__)
 KINDS = ("eval", "profile")
 
 
-class BudgetExceeded(Exception):
+class NotStarted(Exception):
+    """The job was not started; its step stays pending (nothing was measured, nothing is recorded)."""
+
+
+class BudgetExceeded(NotStarted):
     """The job was not started: it would have ended after the deadline."""
+
+
+class Cancelled(NotStarted):
+    """The job was not started: the pool was left because of an error or a signal (``cancel``)."""
 
 
 @dataclass
@@ -168,6 +176,7 @@ class GPUPool:
         self._slots = backend.slots()
         self.stats = PoolStats(slots=len(self._slots))
         self._queue: queue.Queue[GPUJob | None] = queue.Queue()
+        self._cancelled = False
         self._lock = threading.Lock()
         self._builds = ThreadPoolExecutor(max_workers=build_jobs or max(1, (os.cpu_count() or 2) * 3 // 4),
                                           thread_name_prefix="ks-build")
@@ -179,8 +188,12 @@ class GPUPool:
     def __enter__(self) -> GPUPool:
         return self
 
-    def __exit__(self, *exc: object) -> None:
-        self.close()
+    def __exit__(self, exc_type: object, *exc: object) -> None:
+        if exc_type is None:
+            self.close()
+            return
+        self.cancel()  # leaving on an error or a signal: start nothing more, and do not wait for running jobs
+        self.close(wait=False)
 
     # the caller's side ------------------------------------------------------------------------------
     def submit(self, job: GPUJob) -> Future[dict[str, Any]]:
@@ -197,12 +210,17 @@ class GPUPool:
     def time_left(self) -> float | None:
         return None if self.deadline is None else self.deadline - time.monotonic()
 
-    def close(self) -> None:
-        self._builds.shutdown(wait=True)
+    def cancel(self) -> None:
+        """Start no more jobs: each queued one fails with :class:`Cancelled` (running ones finish)."""
+        self._cancelled = True
+
+    def close(self, wait: bool = True) -> None:
+        self._builds.shutdown(wait=wait, cancel_futures=not wait)
         for _ in self._workers:
             self._queue.put(None)
-        for worker in self._workers:
-            worker.join()
+        if wait:
+            for worker in self._workers:
+                worker.join()
 
     # the pool's side --------------------------------------------------------------------------------
     def _past_budget(self, job: GPUJob) -> bool:
@@ -218,7 +236,7 @@ class GPUPool:
 
     def _prepare(self, job: GPUJob) -> None:
         try:
-            if not self._past_budget(job):
+            if not (self._cancelled or self._past_budget(job)):
                 self.backend.prepare(job)
         finally:
             self._queue.put(job)
@@ -228,6 +246,11 @@ class GPUPool:
             job = self._queue.get()
             if job is None:
                 return
+            if self._cancelled:
+                with self._lock:
+                    self.stats.refused += 1
+                job.future.set_exception(Cancelled(f"{job.tag or job.candidate.name}: not started, the pool was left"))
+                continue
             if self._past_budget(job):
                 self._refuse(job)
                 continue

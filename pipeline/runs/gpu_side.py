@@ -25,6 +25,7 @@ import contextlib
 import inspect
 import json
 import logging
+import signal
 import sys
 import threading
 import time
@@ -34,6 +35,7 @@ from pathlib import Path
 from typing import Any
 
 from kernelskill.errors import KernelskillError
+from kernelskill.pipeline.bench.gpu_pool import NotStarted
 from kernelskill.pipeline.runs import MANIFEST, Run, RunStore, gpu_request, pending_request, run_gpu_step
 
 log = logging.getLogger(__name__)
@@ -283,7 +285,7 @@ def evaluate_pending(runs: Iterable[Run], evaluator: Any = None, *, profile_ahea
 
 
 def _budget(error: BaseException) -> bool:
-    return type(error).__name__ == "BudgetExceeded"
+    return isinstance(error, NotStarted)  # past the budget, or the pool was left (a signal): still pending
 
 
 def format_table(rows: Sequence[dict[str, Any]]) -> str:
@@ -302,6 +304,10 @@ def format_table(rows: Sequence[dict[str, Any]]) -> str:
     lines.append("  ".join("-" * w for w in widths))
     lines += ["  ".join(c.ljust(w) for c, w in zip(b, widths, strict=True)) for b in body]
     return "\n".join(lines)
+
+
+def _terminated(signum: int, frame: Any) -> None:
+    raise SystemExit(128 + signum)
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -325,6 +331,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--json", action="store_true", help="print JSON rows instead of a table")
     parser.add_argument("-v", "--verbose", action="count", default=0)
     args = parser.parse_args(argv)
+    previous = None
+    if threading.current_thread() is threading.main_thread():
+        # a SIGTERM (`timeout`, a scheduler) stops the batch and still exports what was recorded (the finally
+        # below); queued steps stay pending. SIGKILL cannot be caught: every result is already in its run.
+        previous = signal.signal(signal.SIGTERM, _terminated)
     started = time.monotonic()
     deadline = started + args.budget_s if args.budget_s else None
     logging.basicConfig(level=logging.WARNING - 10 * min(args.verbose, 2), stream=sys.stderr,
@@ -379,6 +390,8 @@ def main(argv: Sequence[str] | None = None) -> int:
                         export_run(run.path, args.export_to / f"{run.id}{ARCHIVE_SUFFIX}")
             except KernelskillError as exc:
                 print(f"error: export: {exc}", file=sys.stderr)
+        if previous is not None:
+            signal.signal(signal.SIGTERM, previous)
     print(json.dumps(rows, indent=2) if args.json else format_table(rows))
     return 1 if any(str(r["status"]).startswith("error") for r in rows) else 0
 
