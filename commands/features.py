@@ -73,5 +73,11 @@ def kernel_features(ctx: Ctx, file: Path, *, no_llm: bool = False) -> Any:
     if no_llm:
         return rules_only
     llm, settings = feature_llm(ctx)
-    cache = FeatureCache(settings.cache_dir / "features.duckdb") if llm is not None else None
-    return extract_file(file, llm=llm, cache=cache)
+    if llm is None:
+        return rules_only
+    from kernelskill.commands._progress import Progress
+
+    undecided = sum(1 for decided in rules_only.decided.values() if not decided)
+    with Progress("features") as progress, progress.stage(f"asking {settings.llm.model} about {undecided} "
+                                                          f"feature(s) the rules leave undecided"):
+        return extract_file(file, llm=llm, cache=FeatureCache(settings.cache_dir / "features.duckdb"))
