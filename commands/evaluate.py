@@ -99,6 +99,18 @@ def _render(data: dict[str, Any]) -> None:
 def eval_cmd(ctx: Ctx, task: Path, kernel: Path, with_profile: bool, baseline: str, trials: int | None,
              policy: str | None, timeout: float | None, protocol: str | None) -> None:
     """Evaluate KERNEL (a ModelNew candidate) against TASK (a KernelBench-format task)."""
+    data = eval_data(ctx, task, kernel, with_profile=with_profile, baseline=baseline, trials=trials, policy=policy,
+                     timeout=timeout, protocol=protocol)
+    emit(ctx, data, _render)
+    if data["result"]["status"] != "ok":
+        sys.exit(1)
+
+
+def eval_data(ctx: Ctx, task: Path, kernel: Path, *, with_profile: bool = False, baseline: str = "eager",
+              trials: int | None = None, policy: str | None = None, timeout: float | None = None,
+              protocol: str | None = None) -> dict[str, Any]:
+    """The JSON of ``eval`` (the MCP tool calls this too): the task and the candidate are checked before any
+    build, then built, checked and timed (and profiled), with the stages shown on stderr."""
     from kernelskill.commands._progress import Progress
     from kernelskill.errors import KernelskillError
     from kernelskill.pipeline.harness import EvalResult, build, check_candidate, profile, run_candidate
@@ -124,6 +136,4 @@ def eval_cmd(ctx: Ctx, task: Path, kernel: Path, with_profile: bool, baseline: s
         if with_profile and result.status == "ok":
             with progress.stage("profiling one forward with ncu"):
                 data["profile"] = profile(task, kernel, cfg).to_dict()
-    emit(ctx, data, _render)
-    if result.status != "ok":
-        sys.exit(1)
+    return data

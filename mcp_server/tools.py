@@ -71,6 +71,8 @@ class EvalArgs(Args):
     policy: Literal["forbid", "allow_gemm_conv"] | None = Field(
         None, description="Whether cuBLAS/cuDNN-backed torch ops are allowed for the GEMM/conv part.")
     timeout: float | None = Field(None, gt=0, description="Wall-clock limit of the GPU phase, seconds.")
+    protocol: str | None = Field(None, description="Evaluation protocol: strict, kernelbench or a protocol file "
+                                                    "(default from settings).")
 
 
 class RunArgs(Args):
@@ -166,16 +168,11 @@ def cuda_visible() -> bool:
 
 
 def run_eval(ctx: Ctx, args: EvalArgs) -> Any:
-    from kernelskill.commands.evaluate import eval_config
-    from kernelskill.pipeline.harness import evaluate, profile
+    from kernelskill.commands.evaluate import eval_data
 
     task, kernel = _path(args.task, "task"), _path(args.kernel, "kernel")
-    cfg = eval_config(ctx, args.baseline, args.trials, args.policy, args.timeout)
-    result = evaluate(task, kernel, cfg)
-    data: dict[str, Any] = {"result": result.to_dict()}
-    if args.profile and result.status == "ok":
-        data["profile"] = profile(task, kernel, cfg).to_dict()
-    return data
+    return eval_data(ctx, task, kernel, with_profile=args.profile, baseline=args.baseline, trials=args.trials,
+                     policy=args.policy, timeout=args.timeout, protocol=args.protocol)
 
 
 def _run_store(ctx: Ctx) -> Any:
