@@ -15,7 +15,6 @@ from importlib import resources
 from pathlib import Path
 from typing import Any, Literal
 
-import jinja2
 from pydantic import BaseModel, ConfigDict, ValidationError, create_model
 
 from kernelskill.errors import KernelskillError
@@ -84,7 +83,9 @@ def answer_model(names: list[str]) -> type[BaseModel]:
     return create_model("FeatureFallbackAnswer", __config__=ConfigDict(extra="ignore"), **fields)
 
 
-def _template() -> jinja2.Template:
+def _template() -> Any:  # a jinja2.Template
+    import jinja2  # lazily: only an LLM fallback renders this prompt (a cold `kernelskill query` never does)
+
     root = Path(str(resources.files("kernelskill").joinpath("prompts")))
     env = jinja2.Environment(loader=jinja2.FileSystemLoader(str(root)), undefined=jinja2.StrictUndefined,
                              keep_trailing_newline=True, autoescape=False)
