@@ -56,6 +56,7 @@ class GPUJob:
     tag: str = ""
     future: Future[dict[str, Any]] = field(default_factory=Future)
     submitted: float = field(default_factory=time.monotonic)
+    extra: dict[str, Any] = field(default_factory=dict)  # what a backend's prepare() leaves for its run()
 
 
 class Backend(Protocol):
