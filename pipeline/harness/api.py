@@ -71,7 +71,6 @@ def _build_env(config: EvalConfig, key: str) -> dict[str, str]:
         "TORCH_EXTENSIONS_DIR": str(root / key / "ext"),
         "KERNELSKILL_HARNESS_CUBIN_CACHE": str(root / "cubin"),
         "KERNELSKILL_HARNESS_CACHE_ROOT": str(root),  # the sandbox keeps it writable (it may be under HOME)
-        "KERNELSKILL_HARNESS_CACHE_ROOT": str(root),  # the sandbox keeps it writable (it may be under HOME)
         "TRITON_CACHE_DIR": os.environ.get("TRITON_CACHE_DIR", str(root / "triton")),
         "TORCH_CUDA_ARCH_LIST": os.environ.get("TORCH_CUDA_ARCH_LIST", _arch_list(default_arch())),
         "MAX_JOBS": os.environ.get("MAX_JOBS", "4"),
