@@ -20,6 +20,7 @@ this module on a bare GPU box.
 from __future__ import annotations
 
 import logging
+import os
 import queue
 import threading
 import time
@@ -168,8 +169,6 @@ class GPUPool:
     def __init__(self, backend: Backend, *, build_jobs: int | None = None, deadline: float | None = None,
                  estimates: dict[str, float] | None = None,
                  on_change: Callable[[PoolStats], None] | None = None) -> None:
-        import os
-
         self.backend = backend
         self.deadline = deadline  # time.monotonic() value
         self.estimates = {"eval": 0.0, "profile": 0.0} | (estimates or {})

@@ -8,6 +8,7 @@ recorded the moment it is measured; a suite started again skips every solution a
 from __future__ import annotations
 
 import logging
+import time
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
@@ -34,8 +35,6 @@ SOLUTION_FILE = "solution"
 def evaluate_solutions(suite: Suite, *, backend: Backend, run_manifest: Callable[[dict[str, Any]], dict[str, Any]],
                        drive_options: DriveOptions | None = None,
                        on_progress: Callable[[dict[str, Any]], None] | None = None) -> SuiteOutcome:
-    import time
-
     opts = drive_options or DriveOptions()
     started = time.monotonic()
     deadline = started + opts.budget_s if opts.budget_s else None
