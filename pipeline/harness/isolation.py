@@ -282,7 +282,8 @@ def launch(spec_path: str) -> int:
     try:
         setup(spec)
     except OSError as exc:
-        print(f"sandbox setup failed: {exc}", file=sys.stderr)
+        print(f"sandbox setup failed: {exc} (set {ENV_FORCE}=process to run without the namespaces)",
+              file=sys.stderr)
         return 125
     os.chdir(spec["cwd"])
     pid = os.fork()
