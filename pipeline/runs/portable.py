@@ -381,16 +381,17 @@ def import_runs(bundle: Path, runs_dir: Path, *, replace: bool = False, require:
         shutil.rmtree(staging, ignore_errors=True)
         staging.mkdir(parents=True)
         with tarfile.open(bundle, "r:") as tar:
-            for member in tar.getmembers():
-                name = Path(member.name)
+            for count, member in enumerate(tar, start=1):
+                if count > MAX_MEMBERS:
+                    raise PortabilityError(f"{bundle}: more than {MAX_MEMBERS:,} members")
+                name = PurePosixPath(member.name)
                 if (not member.isfile() or name.is_absolute() or len(name.parts) != 1
-                        or not member.name.endswith(ARCHIVE_SUFFIX)):
-                    raise PortabilityError(f"{bundle}: member {member.name!r} is not a run archive")
+                        or not member.name.endswith(ARCHIVE_SUFFIX) or not is_run_id(member.name)):
+                    raise PortabilityError(f"{bundle}: member {display(member.name)!r} is not a run archive")
                 src = tar.extractfile(member)
                 assert src is not None
                 target = staging / name.name
-                with src, open(target, "wb") as fh:
-                    shutil.copyfileobj(src, fh)
+                _copy_bounded(src, target, member.size, bundle, member.name)  # within the caps of one archive
                 out.append(import_run(target, runs_dir, replace=replace, require=require))
                 target.unlink()
     except (tarfile.TarError, EOFError) as exc:
