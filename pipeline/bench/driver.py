@@ -224,8 +224,10 @@ def drive(suite: Suite, *, options: LoopOptions, make_llm: Callable[[LLMGate], A
 
 
 def _record_error(run: Run, message: str) -> None:
-    """For the report: why this run stopped (no step id: a resumed run walks on as if it were not there)."""
+    """For the report: why this run stopped (no step id: a resumed run walks on as if it were not there).
+    Only while holding the run: a run in use by another process is that process's to record."""
     try:
-        run.log.append("loop", "run_error", {"error": message[:2000]})
-    except OSError:  # pragma: no cover - a full disk: the suite outcome still says it
-        log.warning("%s: could not record the error", run.id)
+        with run.lock():
+            run.log.append("loop", "run_error", {"error": message[:2000]})
+    except (KernelskillError, OSError):  # held elsewhere, or a full disk: the suite outcome still says it
+        log.warning("%s: the error was not recorded in the run", run.id)
