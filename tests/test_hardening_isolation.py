@@ -94,7 +94,9 @@ def planted(tmp_path: Path):
     ks_home = home / ".kernelskill"
     ks_home.mkdir()
     (ks_home / "kernelskill.toml").write_text(f'[llm]\napi_key = "{TOML_KEY}"\n')
-    env = dict(os.environ) | SECRETS | {"HOME": str(home), "KERNELSKILL_HOME": str(ks_home)}
+    env = dict(os.environ) | SECRETS | {"HOME": str(home), "KERNELSKILL_HOME": str(ks_home),
+                                        # a home folder on PATH must not undo its hiding
+                                        "PATH": os.environ.get("PATH", "") + os.pathsep + str(home)}
     listener = socket.socket()
     listener.bind(("127.0.0.1", 0))
     listener.listen(4)

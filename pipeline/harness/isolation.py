@@ -116,12 +116,22 @@ def wrap(cmd: list[str], *, workdir: Path, env: dict[str, str], read_only: list[
     """The command line that runs ``cmd`` inside the namespaces (the spec is written into ``workdir``)."""
     folders, files = hidden_paths()
     nvidia = [str(p) for p in Path("/run").glob("nvidia*")] if Path("/run").is_dir() else []
-    imports = [p for p in env.get("PYTHONPATH", "").split(os.pathsep) if p]  # the package's link folder
+    # the package's link folder, and the tools and libraries the worker's environment points to (nvcc,
+    # ninja, CUDA libraries may live under the home folder)
+    imports = [p for var in ("PYTHONPATH", "PATH", "LD_LIBRARY_PATH", "LIBRARY_PATH", "CPATH", "CUDA_HOME")
+               for p in env.get(var, "").split(os.pathsep) if p]
     scratch = sorted({os.path.realpath(p) for p in SCRATCH if os.path.isdir(p)} - set(folders))
+    hidden = set(folders) | set(files)
+
+    def kept(paths: list[str]) -> list[str]:
+        # a kept path that IS a hidden folder (the home folder on sys.path, PATH=...:$HOME) would undo the
+        # hiding: it is dropped; what the worker needs inside it is kept by its own, deeper path
+        out = {os.path.realpath(p) for p in paths if os.path.exists(p)}
+        return sorted(p for p in out if p not in hidden)
+
     spec = {"hide_dirs": folders, "scratch_dirs": scratch, "hide_files": files,
-            "read_only": sorted({os.path.realpath(p) for p in [*needed_paths(), *read_only, *nvidia, *imports]
-                                 if os.path.exists(p)}),
-            "writable": sorted({os.path.realpath(p) for p in [str(workdir), *writable] if os.path.exists(p)}),
+            "read_only": kept([*needed_paths(), *read_only, *nvidia, *imports]),
+            "writable": sorted({*kept(writable), os.path.realpath(workdir)}),
             "status": str(workdir / STATUS_FILE), "cwd": str(workdir), "cmd": cmd}
     spec_path = workdir / "sandbox.spec.json"
     spec_path.write_text(json.dumps(spec))
