@@ -6,8 +6,9 @@
 from __future__ import annotations
 
 from .engine import default_rules, load_rules
-from .extract import extract, extract_file
+from .extract import extract, extract_file, kernel_features
 from .fallback import FeatureCache
 from .models import EvidenceLine, FeatureSet
 
-__all__ = ["EvidenceLine", "FeatureCache", "FeatureSet", "default_rules", "extract", "extract_file", "load_rules"]
+__all__ = ["EvidenceLine", "FeatureCache", "FeatureSet", "default_rules", "extract", "extract_file", "kernel_features",
+           "load_rules"]

@@ -226,14 +226,22 @@ def source_hash(text: str) -> str:
     return hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest()
 
 
-def apply_rules(text: str, path: str | None = None, rules: RuleSet | None = None) -> FeatureSet:
+def apply_rules(text: str, path: str | None = None, rules: RuleSet | None = None, *,
+                as_kernel: str | None = None) -> FeatureSet:
+    """The 18 features of ``text``; with ``as_kernel``, of that one kernel as if the forward launched it
+    alone (once, no library call): what the kernel computes on its own, for a per-kernel diagnosis."""
     rules = rules or default_rules()
     src = scan(text, path)
-    kernels = src.kernels
+    kernels = [k for k in src.kernels if as_kernel is None or k.name == as_kernel]
+    if as_kernel is not None and not kernels:
+        raise KernelskillError(f"{path or '<source>'}: no kernel named {as_kernel!r}")
     ktables = {k.name: kernel_fact_table(src, rules, k) for k in kernels}
     info = analyse_forward(src)
     launched_names = [n for n in info.custom_kernels() if n in ktables] or list(ktables)
     fwd = _forward_facts(info, src)
+    if as_kernel is not None:
+        fwd.update({k: False for k in fwd if k.startswith("library_")},
+                   launches=1, custom_launches=1, kernel_count=1)
     fwd_ev = _forward_evidence(info)
     values: dict[str, bool | int] = {}
     evidence: dict[str, list[tuple[int, str]]] = {}

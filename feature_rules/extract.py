@@ -56,6 +56,14 @@ def extract(source: str, *, path: str | None = None, llm: Any = None,
     return fs
 
 
+def kernel_features(source: str, *, path: str | None = None) -> dict[str, dict[str, bool | int]]:
+    """Per kernel of ``source``, its 18 features as if the forward launched that kernel alone (rules
+    only, no LLM): what each kernel computes on its own, where ``extract`` gives the union."""
+    rules = default_rules()
+    names = apply_rules(source, path, rules).kernels
+    return {name: dict(apply_rules(source, path, rules, as_kernel=name).values) for name in names}
+
+
 def extract_file(path: str | Path, **kwargs: Any) -> FeatureSet:
     p = Path(path)
     try:

@@ -17,12 +17,16 @@ import threading
 import time
 from collections import OrderedDict
 from collections.abc import Mapping
+from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from kernelskill.errors import KernelskillError
 
-from .result import FeatureSummary, KernelSummary, ProfileSummary, QueryResult
+from .result import FeatureSummary, KernelDiagnosis, KernelSummary, ProfileSummary, QueryResult, TraceStep
+
+if TYPE_CHECKING:
+    from .kernels import KernelView
 
 log = logging.getLogger(__name__)
 
@@ -210,6 +214,85 @@ def _profile_summary(prof: Any, source_kernels: list[str], kernel_path: Path) ->
                           missing=missing, notes=list(prof.notes))
 
 
+@dataclass
+class _Routing:
+    """Which kernel the case is chosen for: the dominant one, or the next when it has no permitted method."""
+
+    rows: list[KernelDiagnosis] = field(default_factory=list)
+    target: KernelView | None = None  # the kernel whose work features and counters decide the case
+    chosen: KernelView | None = None  # the kernel the final case was chosen for
+    candidates: list[KernelView] = field(default_factory=list)  # further custom kernels, by share of time
+    skipped: list[tuple[KernelView, str]] = field(default_factory=list)
+    steps: list[TraceStep] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)
+
+
+def _route(source: str, kpath: Path, task: str | Path | None, feats: FeatureSummary, ctx: dict[str, Any],
+           prof: Any, rules: Any) -> _Routing:
+    """Per-kernel diagnosis and the dominant kernel's operation (``dominant_op`` in ``ctx``)."""
+    from .kernels import diagnose, dominant_op_of_task, load_kernel_ops, source_kernels, static_views
+
+    ops = load_kernel_ops()
+    views = source_kernels(source, str(kpath), task, ops) if feats.source != "given" else {}
+    out = _Routing()
+    if prof is not None:
+        diagnosed = diagnose(prof, views, feats.values, ctx, rules, ops)
+        out.rows = [v.diagnosis for v in diagnosed if v.diagnosis is not None]
+        dom = next(v for v in diagnosed if v.diagnosis is not None and v.diagnosis.dominant)
+        out.target = dom
+        out.candidates = [v for v in diagnosed if v is not dom and v.in_source and (v.share_pct or 0) > 0]
+        op, why = dom.op, f"the dominant kernel {dom.name} ({dom.share_pct}% of the time): {dom.op_reason}"
+    else:
+        out.rows = static_views(views)
+        decided = dominant_op_of_task(task, ops) if task is not None else None
+        if decided is None and views:
+            order = [op for op, _ in ops.dominance]
+            first = min(views.values(), key=lambda v: order.index(v.op) if v.op in order else len(order))
+            decided = (first.op, f"no profile and no task: {first.name} is the source's first {first.op} kernel")
+        op, why = decided or (None, "")
+        out.target = next((v for v in views.values() if v.op == op), None)
+        for row in out.rows:
+            row.dominant = out.target is not None and row.name == out.target.name
+    if op is None:
+        return out
+    ctx["dominant_op"] = op
+    out.chosen = out.target
+    out.steps.append(TraceStep(kind="note", id="dominant_op", value=op, note=why))
+    if out.target is not None and out.target.in_source and len(views) > 1:
+        changed = {n: (feats.values.get(n), out.target.features[n]) for n in ops.kernel_features
+                   if n in out.target.features and feats.values.get(n) != out.target.features[n]}
+        if changed:
+            out.steps.append(TraceStep(kind="note", id="dominant_kernel_features", value=out.target.name,
+                                       inputs={n: new for n, (_, new) in changed.items()},
+                                       note="work features from this kernel, not the union of the source's kernels: "
+                                            + ", ".join(f"{n} {old} -> {new}" for n, (old, new) in changed.items())))
+    return out
+
+
+def _next_kernel_if_dead_end(decision: Any, routing: _Routing, store: Any, feats: FeatureSummary,
+                             ctx: dict[str, Any], structure: int | None, rules: Any,
+                             why_missing: Mapping[str, str]) -> tuple[Any, dict[str, Any]]:
+    """When the dominant kernel's case leaves no permitted method, decide for the next custom kernel by
+    share of time (recorded in the trace); the first one with a permitted method wins."""
+    from .engine import decide
+    from .kernels import kernel_env
+
+    if decision.permitted or routing.chosen is None:
+        return decision, ctx
+    for view in routing.candidates:
+        routing.skipped.append((routing.chosen, f"no permitted method (case {decision.case.id})"))
+        ctx_next = {**ctx, "dominant_op": view.op}
+        attempt = decide(store, kernel_env(view, feats.values, ctx_next), structure=structure, rules=rules,
+                         why_missing=why_missing)
+        routing.chosen = view
+        if attempt.permitted:
+            routing.notes.append(f"the dominant kernel had no permitted method; case and methods are for "
+                                 f"{view.name} ({view.op}, {view.share_pct}% of the time)")
+            return attempt, ctx_next
+        decision = attempt
+    return decision, ctx
+
+
 def query(kernel: str | Path, *, task: str | Path | None = None, profile: str | Path | Any | None = None,
           settings: Any = None, store: Any = None, features: Mapping[str, Any] | Any | None = None,
           context: Mapping[str, Any] | None = None, k: int = 3) -> QueryResult:
@@ -223,6 +306,7 @@ def query(kernel: str | Path, *, task: str | Path | None = None, profile: str | 
 
     from .context import default_tolerance, query_context, settings_context
     from .engine import decide, structure_of
+    from .kernels import kernel_env, target_note
     from .ranking import query_text, rank_methods
 
     timings: dict[str, float] = {}
@@ -292,9 +376,17 @@ def query(kernel: str | Path, *, task: str | Path | None = None, profile: str | 
     rules = _rules_for(store, content)
     if content is not None:
         store = _CachedReads(store, content)
-    env: dict[str, Any] = {**{k: v for k, v in feats.values.items()}, **ctx, **prof_fields}
     structure = structure_of(feats.values)
+    routing = _route(source, kpath, task, feats, ctx, prof if profile is not None else None, rules)
+    env: dict[str, Any] = ({**feats.values, **ctx, **prof_fields} if routing.target is None
+                           or (profile is not None and not routing.target.in_source)
+                           else kernel_env(routing.target, feats.values, ctx))
     decision = decide(store, env, structure=structure, rules=rules, why_missing=why_missing)
+    decision, ctx = _next_kernel_if_dead_end(decision, routing, store, feats, ctx, structure, rules, why_missing)
+    if routing.chosen is not None:
+        routing.steps.append(target_note(routing.chosen, routing.skipped))
+        for row in routing.rows:
+            row.target = row.name == routing.chosen.name
     t3 = time.perf_counter()
     timings["decide"] = (t3 - t2) * 1000
     if prof_summary is not None:
@@ -327,7 +419,9 @@ def query(kernel: str | Path, *, task: str | Path | None = None, profile: str | 
     timings["total"] = (time.perf_counter() - t0) * 1000
     return QueryResult(
         kernel=str(kpath), task=str(task) if task is not None else None, static_only=profile is None,
-        features=feats, context=context_out, profile=prof_summary, tier=decision.tier,
+        features=feats, context=context_out, profile=prof_summary, kernels=routing.rows,
+        target_kernel=routing.chosen.name if routing.chosen is not None else None, tier=decision.tier,
         bottleneck=decision.bottleneck, case=decision.case, permitted=permitted, forbidden=decision.forbidden,
-        vetoes=decision.vetoes, query_text=text, trace=hints.trace_steps() + decision.trace, notes=notes,
+        vetoes=decision.vetoes, query_text=text, trace=hints.trace_steps() + routing.steps + decision.trace,
+        notes=notes + routing.notes,
         timings_ms={k: round(v, 3) for k, v in timings.items()})

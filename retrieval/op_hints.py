@@ -205,6 +205,29 @@ def _from_source_cached(source: str, rules: _Rules) -> OpHints:
     return hints
 
 
+def kernel_families(source: str, rules: _Rules | None = None) -> dict[str, tuple[str | None, str]]:
+    """Per ``__global__`` kernel of ``source``, the op family the first matching source rule gives its
+    body alone (None when no rule matches), with the evidence line."""
+    rules = rules or load_rules()
+    pats = rules.patterns
+    out: dict[str, tuple[str | None, str]] = {}
+    for body in kernel_bodies(source):
+        found: tuple[str | None, str] = (None, "no op-family rule matched its body")
+        for rule in rules.families:
+            if not all(_find(pats[n], [body]) for n in rule.get("all", [])) or any(
+                    _find(pats[n], [body]) for n in rule.get("none", [])):
+                continue
+            name = rule.get("evidence") or rule["all"][-1]
+            hit = (_first_true_vector(pats[name], [body]) if rule.get("vector_not_row_pointer")
+                   else _find(pats[name], [body]))
+            if hit is None:
+                continue
+            found = (rule["family"], _where(hit, rule["id"]))
+            break
+        out.setdefault(body.kernel, found)
+    return out
+
+
 def _single_launch(source: str, rules: _Rules) -> tuple[bool, str]:
     """Exactly one custom kernel launch and no library compute call: any other launch of the forward
     (a clone, a fill, a copy) is data movement around that kernel."""

@@ -49,6 +49,33 @@ class ProfileSummary(_Model):
     notes: list[str] = Field(default_factory=list)
 
 
+KernelOp = Literal["gemm", "conv", "attention", "softmax", "normalization", "reduction", "elementwise", "copy",
+                   "other"]
+
+
+class KernelDiagnosis(_Model):
+    """One kernel of the forward: its share of the time, the operation it implements and its own verdict."""
+
+    name: str  # base name (the function name alone)
+    full_name: str = ""  # as ncu printed it
+    launches: int = 0
+    time_ns: float | None = None  # summed over its launches in one forward
+    share_pct: float | None = None  # of the forward's profiled time; None without a profile
+    vendor: bool = False
+    in_source: bool = False
+    op: KernelOp
+    op_reason: str = ""  # what decided the operation (its name, its code, the task's forward)
+    tier: str = "unknown"  # its own headroom tier (H/M/L) from its own counters
+    tier_id: str | None = None
+    tier_reason: str = ""
+    bottleneck: str | None = None  # its own first bottleneck candidate (signature or priority rule)
+    bottleneck_name: str | None = None
+    bottleneck_reason: str = ""
+    metrics: dict[str, Value] = Field(default_factory=dict)  # the values that decided tier and bottleneck
+    dominant: bool = False  # takes the most time
+    target: bool = False  # the case and methods were chosen for this kernel
+
+
 class FeatureSummary(_Model):
     values: dict[str, bool | int]
     kernels: list[str] = Field(default_factory=list)
@@ -172,6 +199,8 @@ class QueryResult(_Model):
     features: FeatureSummary
     context: dict[str, Value] = Field(default_factory=dict)
     profile: ProfileSummary | None = None
+    kernels: list[KernelDiagnosis] = Field(default_factory=list)  # by share of time; source kernels if static
+    target_kernel: str | None = None  # the kernel the case and methods were chosen for
     tier: TierResult
     bottleneck: BottleneckResult
     case: CaseResult

@@ -152,7 +152,7 @@ def query_view(raw: dict[str, Any]) -> dict[str, Any]:
             "case": case or None, "static_only": bool(raw.get("static_only", False)),
             "permitted": _methods(raw.get("permitted"), "name", "guidance", "measured", "example"),
             "forbidden": _methods(raw.get("forbidden"), "reason"),
-            "fields": profile_fields(raw.get("profile"))}
+            "fields": profile_fields(raw.get("profile")), "kernels": raw.get("kernels") or []}
 
 
 def profile_fields(profile: Any) -> dict[str, float]:
