@@ -48,7 +48,9 @@ CONTEXT_FIELDS = {"launches_per_forward", "task_dtype", "tolerance_atol", "toler
                   # op-family hints (retrieval/op_hints.py) and the profile's dominant-kernel share
                   "op_family", "op_is_gemv", "op_is_pool_nonoverlap", "op_softmax_online", "op_is_serial_scan",
                   "uses_global_atomics", "dominant_kernel_share_pct", "single_custom_launch",
-                  "op_gathers_rows", "op_has_softmax", "op_has_norm"}
+                  "op_gathers_rows", "op_has_softmax", "op_has_norm",
+                  # the per-kernel diagnosis (retrieval/kernels.py) and the protocol's TF32 setting
+                  "dominant_op", "tf32_allowed"}
 OP_FAMILIES = ["attention", "softmax", "norm", "rms_norm", "gemm", "gemv", "conv", "pool", "scan", "scatter",
                "gather", "reduction"]
 
@@ -304,6 +306,9 @@ DOMAINS: dict[str, list[Any]] = {
     "op_gathers_rows": [True, False, None],
     "op_has_softmax": [True, False],
     "op_has_norm": [True, False],
+    "dominant_op": ["gemm", "conv", "attention", "softmax", "normalization", "reduction", "elementwise", "copy",
+                    None],
+    "tf32_allowed": [True, False, None],
     **{name: [True, False] for name in FEATURE_NAMES if name != "kernel_structure_id"},
 }
 PROFILE_KEYS = REFERENCE_PROFILE_FIELDS | {"vendor_kernel_dominant"}
@@ -317,6 +322,16 @@ def realistic(raw: dict[str, Any]) -> dict[str, Any]:
         e["is_gemm_kloop"] = e["is_naive_gemm"] = False
     if structure in (0, 3):
         e.update(tc_eligible=False, is_stencil_conv=False, has_k_loop=False)
+    dominant = e.get("dominant_op")  # the work features are the dominant kernel's (retrieval/kernels.py)
+    if dominant in ("gemm", "conv", "attention"):
+        if structure in (0, 2, 3):
+            e["dominant_op"] = None
+        elif dominant == "conv":
+            e.update(tc_eligible=True, has_k_loop=True, is_stencil_conv=True, is_gemm_kloop=False, is_naive_gemm=False)
+        else:
+            e.update(tc_eligible=True, has_k_loop=True, is_stencil_conv=False)
+    elif dominant not in (None, "other") and e["tc_eligible"]:
+        e["dominant_op"] = None  # matmul work in the features: the dominant kernel is not an epilogue kernel
     if e["is_naive_gemm"]:
         e.update(is_gemm_kloop=True, has_reuse=False)
     if e["is_gemm_kloop"]:
