@@ -34,6 +34,14 @@ def _import_ray() -> Any:
     return ray
 
 
+def _no_ready_workers() -> None:
+    """A Ray worker process may be killed between tasks (``ray.shutdown``, a scale-down), which no exit hook
+    sees: the harness's workers started ahead for a next job would outlive it. None is left running."""
+    from kernelskill.pipeline.harness.sandbox import stop_ready_workers
+
+    stop_ready_workers()
+
+
 def _remote_build(cand_name: str, cand_src: str, config: dict[str, Any]) -> str:
     """Runs on a Ray worker: build the candidate into this node's cache; returns this node's id."""
     import tempfile
@@ -49,6 +57,8 @@ def _remote_build(cand_name: str, cand_src: str, config: dict[str, Any]) -> str:
             build(cand, EvalConfig.from_dict(config))
         except Exception:  # noqa: BLE001 - a candidate that does not build: its evaluation reports why
             pass
+        finally:
+            _no_ready_workers()
     return str(ray.get_runtime_context().get_node_id())
 
 
@@ -65,9 +75,12 @@ def _remote_job(kind: str, task_name: str, task_src: str, cand_name: str, cand_s
         cand.parent.mkdir()
         task.write_text(task_src)
         cand.write_text(cand_src)
-        if kind == "profile":
-            return profile(task, cand, cfg).to_dict()
-        out = evaluate(task, cand, cfg).to_dict()
+        try:
+            if kind == "profile":
+                return profile(task, cand, cfg).to_dict()
+            out = evaluate(task, cand, cfg).to_dict()
+        finally:
+            _no_ready_workers()
     try:
         import torch
 
