@@ -83,7 +83,8 @@ def test_compensated_examples_split_and_pass_the_candidate_patterns() -> None:
     for mid in ("ec_tf32_gemm", "ec_tf32_implicit_gemm_conv"):
         after = (SKILLS / "examples" / mid / "after.py").read_text()
         assert "mma.sync.aligned.m16n8k8.row.col.f32.tf32.tf32.f32" in after
-        assert after.count("mma_tf32(acc[mi][ni]") == 3  # lo*hi, hi*lo, hi*hi
+        assert after.count("mma_tf32(p, ") == 3  # lo*hi, hi*lo, hi*hi into a fresh fragment per k8 step
+        assert "acc[mi][ni][r] += p[r]" in after  # promoted with a rounded FADD (tensor-core sums truncate)
         assert "0xffffe000u" in after  # hi = tf32(v), lo = tf32(v - hi) by integer rounding
         hits = [p for p in patterns if re.search(p, after)]
         assert not hits, (mid, hits)

@@ -4,7 +4,9 @@ TF32 ("3xTF32"), fp32-level accuracy.
 GEMM view: M = pixels (n, p, q), N = output channels, K = c * 9 + r * 3 + s. The A tile (128 pixels x 16 kk)
 is gathered from x with zero padding, the B tile (128 channels x 16 kk) read from the weight as float4;
 each value is split once into hi = tf32(v) and lo = tf32(v - hi) as it is written to shared memory, and
-every 16 x 8 x 8 step runs three mma.sync TF32 MMAs (lo*hi, hi*lo, hi*hi) into fp32 accumulators. 8 warps
+every 16 x 8 x 8 step runs three mma.sync TF32 MMAs (lo*hi, hi*lo, hi*hi) into a fresh fragment that is then
+added to the fp32 accumulator with FADD (the tensor cores truncate their fp32 sums; a long chain of MMAs into
+one accumulator drifts). 8 warps
 with 64 x 32 warp tiles, two shared-memory stages, the next tile gathered into registers during the MMAs."""
 
 import torch
@@ -149,9 +151,14 @@ conv3x3_ec_tf32(const float* __restrict__ x, const float* __restrict__ w, float*
             for (int mi = 0; mi < 4; ++mi)
 #pragma unroll
                 for (int ni = 0; ni < 4; ++ni) {
-                    mma_tf32(acc[mi][ni], al[mi], bh[ni]);
-                    mma_tf32(acc[mi][ni], ah[mi], bl[ni]);
-                    mma_tf32(acc[mi][ni], ah[mi], bh[ni]);
+                    // the tensor cores truncate their fp32 sums: accumulate this k8 step in a fresh fragment
+                    // (small terms first) and add it to the fp32 accumulator with a rounded FADD
+                    float p[4] = {0.f, 0.f, 0.f, 0.f};
+                    mma_tf32(p, al[mi], bh[ni]);
+                    mma_tf32(p, ah[mi], bl[ni]);
+                    mma_tf32(p, ah[mi], bh[ni]);
+#pragma unroll
+                    for (int r = 0; r < 4; ++r) acc[mi][ni][r] += p[r];
                 }
         }
         if (kt + 1 < ntiles) stash(cur ^ 1);
