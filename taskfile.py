@@ -58,7 +58,7 @@ def parse_task(path: Path) -> tuple[str, ast.Module]:
     try:
         return source, ast.parse(source, filename=str(path))
     except SyntaxError as exc:
-        raise KernelskillError(f"{path}:{exc.lineno}: the task is not valid Python: {exc.msg}") from exc
+        raise KernelskillError(f"{path}:{exc.lineno}: not valid Python: {exc.msg}") from exc
     except (RecursionError, MemoryError, ValueError) as exc:
         raise KernelskillError(f"{path}: the task cannot be parsed ({type(exc).__name__})") from exc
 

@@ -35,12 +35,12 @@ sys.path.insert(0, str(ROOT))  # tests/ (the scripted answers and tasks)
 
 from kernelskill.config import LLMSettings  # noqa: E402
 from kernelskill.pipeline.bench.driver import DriveOptions, drive  # noqa: E402
-from kernelskill.pipeline.bench.gpu_pool import GPUJob, GPUPool, LoopEvaluatorBackend  # noqa: E402
 from kernelskill.pipeline.bench.llm_gate import GatedLLMClient  # noqa: E402
 from kernelskill.pipeline.bench.suite import Suite  # noqa: E402
 from kernelskill.pipeline.bench.tasks import kernelbench_tasks  # noqa: E402
 from kernelskill.pipeline.loop import Loop, LoopOptions  # noqa: E402
 from kernelskill.pipeline.loop.llm import PROVIDERS, LLMClient, LLMResponse, Usage  # noqa: E402
+from kernelskill.pipeline.runs.gpu_pool import GPUJob, GPUPool, LoopEvaluatorBackend  # noqa: E402
 from tests.test_bench_helpers import CountingEvaluator, StandInRetriever, responder, write_level  # noqa: E402
 
 LLM_DELAY = {"s": 0.0}
@@ -160,7 +160,7 @@ def gpu_phase(work: Path, n: int) -> dict[str, Any]:
         (run_dir / "candidates" / cand_name).write_text(source)
         jobs.append(GPUJob("eval", CASES / "tasks" / task_name, run_dir / "candidates" / cand_name, run_dir))
     cfg = EvalConfig(cache_dir=str(work / "cache"), baseline="compile")
-    from kernelskill.pipeline.bench.gpu_pool import HarnessBackend
+    from kernelskill.pipeline.runs.gpu_pool import HarnessBackend
 
     backend = HarnessBackend(lambda run_dir, seed: EvalConfig(**cfg.to_dict()))
     t0 = time.perf_counter()

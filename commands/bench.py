@@ -56,7 +56,7 @@ def _config(run_dir: Path, seed: int | None) -> Any:
 def make_backend(settings: Any, spec: str | None, *, need_gpu: bool, slots: int = 1) -> Any:
     """``local`` (a worker per visible GPU), ``ray`` (a Ray cluster) or ``MODULE:ATTR`` (the loop's seam)."""
     from kernelskill.commands.optimize import load_object
-    from kernelskill.pipeline.bench.gpu_pool import HarnessBackend, LoopEvaluatorBackend
+    from kernelskill.pipeline.runs.gpu_pool import HarnessBackend, LoopEvaluatorBackend
 
     spec = spec or settings.bench.evaluator
     if spec == "ray":

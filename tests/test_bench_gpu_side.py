@@ -12,8 +12,7 @@ from typing import Any
 
 import pytest
 
-from kernelskill.pipeline.bench import gpu_pool
-from kernelskill.pipeline.runs import RunStore, gpu_request, gpu_side
+from kernelskill.pipeline.runs import RunStore, gpu_pool, gpu_request, gpu_side
 from kernelskill.pipeline.runs.portable import export_runs, import_runs, is_bundle
 from tests.test_loop_helpers import ADD_CANDIDATE, ADD_TASK, kernel
 

@@ -11,10 +11,10 @@ from typing import Any
 import pytest
 
 from kernelskill.errors import KernelskillError
-from kernelskill.pipeline.bench.gpu_pool import BudgetExceeded, GPUJob, GPUPool, LoopEvaluatorBackend
 from kernelskill.pipeline.bench.llm_gate import LLMGate
 from kernelskill.pipeline.bench.suite import Suite
 from kernelskill.pipeline.bench.tasks import kernelbench_tasks, parse_selection, solution_tasks
+from kernelskill.pipeline.runs.gpu_pool import BudgetExceeded, GPUJob, GPUPool, LoopEvaluatorBackend
 from tests.test_bench_helpers import task_source, write_level
 
 

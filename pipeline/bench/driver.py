@@ -1,6 +1,6 @@
 """Drive every run of a suite together: one thread per active run walks its loop; the runs' LLM requests
 go concurrently through the :class:`~kernelskill.pipeline.bench.llm_gate.LLMGate`, their GPU steps through
-one :class:`~kernelskill.pipeline.bench.gpu_pool.GPUPool`. Each loop records its steps in its own log as
+one :class:`~kernelskill.pipeline.runs.gpu_pool.GPUPool`. Each loop records its steps in its own log as
 they happen (a GPU result the moment its job is measured), so a kill loses at most the steps in flight.
 
 With a budget, nothing is started that would end after it; runs then pause (``run_paused``, before
@@ -21,11 +21,11 @@ from typing import Any
 from pydantic import BaseModel, Field
 
 from kernelskill.errors import KernelskillError
-from kernelskill.pipeline.bench.gpu_pool import Backend, BudgetExceeded, GPUJob, GPUPool, PoolStats
 from kernelskill.pipeline.bench.llm_gate import LLMGate
 from kernelskill.pipeline.bench.suite import Suite
 from kernelskill.pipeline.loop import Loop, LoopOptions
 from kernelskill.pipeline.runs import Paused, Run
+from kernelskill.pipeline.runs.gpu_pool import Backend, BudgetExceeded, GPUJob, GPUPool, PoolStats
 
 log = logging.getLogger(__name__)
 

@@ -7,7 +7,7 @@ pinned to the node that built it, which calls the same ``kernelskill.pipeline.ha
 local evaluator and finds the build there, so the results are the local evaluator's and a GPU never waits
 for a compiler. Files travel as text (no shared filesystem is needed): each task writes the task and
 candidate into a scratch folder of its node. :class:`RayBackend` serves the suite's
-:class:`~kernelskill.pipeline.bench.gpu_pool.GPUPool` with one slot per GPU of the cluster (per CPU in CPU
+:class:`~kernelskill.pipeline.runs.gpu_pool.GPUPool` with one slot per GPU of the cluster (per CPU in CPU
 mode), its build-ahead stage being the build task. Profiles run as Ray tasks too (``ncu`` on the GPU nodes).
 
 ``ray`` is imported lazily (it is an optional, heavy dependency).
@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from kernelskill.errors import KernelskillError
-from kernelskill.pipeline.bench.gpu_pool import GPUJob
+from kernelskill.pipeline.runs.gpu_pool import GPUJob
 
 log = logging.getLogger(__name__)
 

@@ -22,9 +22,9 @@ from kernelskill.pipeline.bench.driver import (
     SuiteEvaluator,
     SuiteOutcome,
 )
-from kernelskill.pipeline.bench.gpu_pool import Backend, GPUPool
 from kernelskill.pipeline.bench.suite import Suite
 from kernelskill.pipeline.runs import Paused, gpu_request, run_gpu_step
+from kernelskill.pipeline.runs.gpu_pool import Backend, GPUPool
 
 log = logging.getLogger(__name__)
 

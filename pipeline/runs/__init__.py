@@ -1,9 +1,10 @@
 """Runs: everything about one optimize run as a portable folder, and moving it between machines.
 
 Owns the run folder and its event log (``events``, ``store``), GPU steps as portable requests
-(``gpu_steps``), DuckDB views over the log (``views``), reports (``report``), the file hand-off of LLM
-steps (``exchange``), archives (``portable``) and the GPU-side command (``gpu_side``). Standard library
-only, except ``views`` (duckdb, imported lazily) and ``gpu_side`` (the harness, on the GPU box).
+(``gpu_steps``), DuckDB views over the log (``views``), reports (``report``, ``html``), the GPU pool that
+serves the GPU steps of many runs with a worker per GPU (``gpu_pool``), the file hand-off of LLM steps
+(``exchange``), archives (``portable``) and the GPU-side command (``gpu_side``). Standard library only,
+except ``views`` (duckdb, imported lazily) and the harness that ``gpu_side`` and ``gpu_pool`` load on the GPU box.
 
 
 Layout of a run folder (every path stored inside it is relative to the folder)::

@@ -35,8 +35,8 @@ from pathlib import Path
 from typing import Any
 
 from kernelskill.errors import KernelskillError
-from kernelskill.pipeline.bench.gpu_pool import NotStarted
 from kernelskill.pipeline.runs import MANIFEST, Run, RunStore, gpu_request, pending_request, run_gpu_step
+from kernelskill.pipeline.runs.gpu_pool import NotStarted
 
 log = logging.getLogger(__name__)
 
@@ -110,7 +110,7 @@ class HarnessGPU:
         harness's ``LocalEvaluator``); ``on_result(i, result, error)`` is called the moment step ``i`` is
         measured (``error`` is :class:`BudgetExceeded` for a step not started before ``deadline``, a
         ``time.monotonic()`` value). Returns the results in order (None where there is none)."""
-        from kernelskill.pipeline.bench.gpu_pool import GPUJob, GPUPool, HarnessBackend
+        from kernelskill.pipeline.runs.gpu_pool import GPUJob, GPUPool, HarnessBackend
 
         out: list[dict[str, Any] | None] = [None] * len(steps)
         backend = HarnessBackend(self.config)
