@@ -136,6 +136,9 @@ def test_the_planner_partial_shows_the_table_and_tolerates_a_query_without_it() 
     text = partial.render(query={"kernels": r.model_dump(mode="json")["kernels"]})
     assert "| `linear_bias` (the methods below are for this kernel) | 99.7 % | gemm |" in text
     assert "`group_norm_hardtanh`" in text and "normalization" in text and "l1_throughput_pct = 93.2" in text
+    static = query(H200 / "l2_30_kernel.py", store=store(), context=CONTEXT)
+    text = partial.render(query={"kernels": static.model_dump(mode="json")["kernels"]})
+    assert "- `linear_bias`: gemm (the dominant operation of the forward" in text
     assert partial.render(query={}).strip() == ""  # a view without kernels renders nothing, no error
     assert partial.render(query={"kernels": []}).strip() == ""
     assert '{% include "partials/kernels.j2" %}' in (ROOT / "prompts" / "planner.j2").read_text()
