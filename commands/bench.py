@@ -219,7 +219,7 @@ def run_cmd(ctx, task_files: tuple[Path, ...], kernelbench: Path | None, levels:
             evaluator_spec: str | None, gpu_slots: int, retriever_spec: str | None, llm_concurrency: int | None,
             max_active: int | None, no_progress: bool) -> None:
     """One optimize run per TASK (or per KernelBench problem), all driven together."""
-    from kernelskill.commands.optimize import llm_overrides, make_retriever
+    from kernelskill.commands.optimize import llm_overrides, make_retriever, say_no_gpu
     from kernelskill.commands.optimize import make_llm as checked_llm
     from kernelskill.pipeline.bench.driver import DriveOptions, drive
     from kernelskill.pipeline.bench.llm_gate import GatedLLMClient
@@ -236,9 +236,14 @@ def run_cmd(ctx, task_files: tuple[Path, ...], kernelbench: Path | None, levels:
                 "candidate_format": options.candidate_format, "model": settings.llm.model,
                 "provider": settings.llm.provider, "rounds": options.rounds}
     path = _suite_path(ctx, settings, suite_dir, "optimize", refs, identity)
-    # every check before any work: tasks (above), protocol, endpoint, GPU
+    # every check before any work: tasks (above), protocol, GPU, endpoint. Without a CUDA device the suite
+    # behaves like every command that advances a run: LLM steps go on, each run pauses before its GPU step.
+    backend = make_backend(settings, evaluator_spec, need_gpu=False, slots=gpu_slots)
+    if "gpu" not in stops and getattr(backend, "name", "") == "cpu":
+        stops = sorted({*stops, "gpu"})
+        options = options.model_copy(update={"stop_before": stops})
+        say_no_gpu("bench: no CUDA device is visible")
     replay = checked_llm(settings, stops).replay_from
-    backend = make_backend(settings, evaluator_spec, need_gpu="gpu" not in stops, slots=gpu_slots)
     retriever = make_retriever(settings, retriever_spec)
     suite = Suite.create_or_resume(path, "optimize", refs, identity)
     harness = settings.harness.model_dump() | {"protocol": proto, "baseline": baseline}

@@ -360,3 +360,23 @@ def test_split_suite_carries_one_file_each_way(tmp_path: Path, kb: Path, monkeyp
     assert trips >= 4 and max(counts.values()) == 1
     assert max(evaluated(tmp_path / "evals.log").values()) == 1
     assert recompute(suite)["correct"] == 6
+
+
+def test_without_cuda_the_suite_pauses_each_run_before_its_gpu_step(tmp_path: Path) -> None:
+    """Like optimize and runs resume: the local evaluator on a machine without CUDA is not an error; LLM
+    steps go on, every run pauses before its first GPU step, exit code 3, and nothing was evaluated."""
+    pytest.importorskip("torch")
+    import torch
+
+    if torch.cuda.is_available():
+        pytest.skip("this checks the machine without CUDA")
+    write_level(tmp_path / "kb", 1, NAMES[:2])
+    with ScriptedOpenAI(responder=responder) as server:
+        out = ks("bench", "run", "--kernelbench", str(tmp_path / "kb"), "--level", "1", "--rounds", "1",
+                 "--home", str(tmp_path / "home"), "--suite", str(tmp_path / "suite"), "--base-url", server.base_url,
+                 "--evaluator", "local", "--retriever", f"{HELPERS}:StandInRetriever", "--no-progress",
+                 env=env_for(tmp_path))
+    assert out.exit_code == 3, out.output
+    assert "no CUDA device is visible" in out.output
+    pending = json_of(ks("bench", "pending", str(tmp_path / "suite"), "--json"))
+    assert len(pending) == 2 and {p["side"] for p in pending} == {"gpu"}
