@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import shlex
 import sys
+import textwrap
 import threading
 from pathlib import Path
 from typing import Any
@@ -139,7 +140,7 @@ def _finish(ctx: Any, suite: Any, outcome: Any, kind: str) -> None:
         for r in d["runs"]:
             note = r.get("error") or r.get("paused_before") or ""
             table.add_row(r["task"], r["state"], f"{r['best_speedup']:.3f}x" if r.get("best_speedup") else "-",
-                          " ".join(str(note).split())[:200])
+                          textwrap.shorten(str(note), 200, placeholder=" ..."))
         out.print(table)
         share = d.get("gpu_busy_share")
         out.print(f"suite {d['suite']}: {len(d['runs'])} tasks in {d['elapsed_s']:.1f} s, {d['gpu_jobs']} GPU jobs"

@@ -27,6 +27,7 @@ import json
 import logging
 import signal
 import sys
+import textwrap
 import threading
 import time
 from collections.abc import Callable, Iterable, Sequence
@@ -164,7 +165,7 @@ def _row(step: PendingStep, event: dict[str, Any] | None, error: str = "") -> di
     data = (event or {}).get("data", {})
     result = data.get("result") or {}
     status = error or (result.get("status") if step.request["type"] == "eval" else
-                       ("profiled" if data.get("ok") else f"no profile: {data.get('message', '')[:80]}"))
+                       ("profiled" if data.get("ok") else f"no profile: {textwrap.shorten(str(data.get('message', '')), 120, placeholder=' ...')}"))
     return {"run": step.run.id, "step": step.request["step"], "type": step.request["type"],
             "candidate": step.request["candidate"], "status": status, "speedup": result.get("speedup"),
             "candidate_ms": result.get("candidate_ms"), "baseline_ms": result.get("baseline_ms")}
