@@ -100,10 +100,13 @@ def add_cmd(ctx, files: tuple[Path, ...], skills_dir: Path | None) -> None:
 def import_cmd(ctx, folder: Path, skills_dir: Path | None) -> None:
     """Merge a skills folder (e.g. from 'kb export') into the KB."""
     from kernelskill.kb.curate import import_dir
+    from kernelskill.kb.learned import LearnedStore
 
     store = _open(ctx, bundled=skills_dir)
     data = _ingest("import", f"reading, linting and ingesting {folder}",
                    lambda: import_dir(ctx.settings(), folder, store=store, bundled=skills_dir))
+    settings = ctx.settings()  # the learned records of an export come back too (already present: skipped)
+    data["learned_added"] = len(LearnedStore(settings.kb_dir, embed_settings=settings.embed).import_(folder))
     emit(ctx, data, _ingest_render("import"))
 
 
@@ -113,11 +116,14 @@ def import_cmd(ctx, folder: Path, skills_dir: Path | None) -> None:
 def export_cmd(ctx, folder: Path) -> None:
     """Write the KB as YAML (+ worked examples) that imports back to the same content hash."""
     from kernelskill.kb.curate import export_kb
+    from kernelskill.kb.learned import LearnedStore
 
     result = export_kb(_open(ctx, read_only=True), folder)
+    settings = ctx.settings()
+    result["learned"] = LearnedStore(settings.kb_dir, embed_settings=settings.embed).export(folder)
     emit(ctx, result, lambda r: console().print(
-        f"exported {len(r['files'])} files and {r['examples']} example files to {r['folder']} "
-        f"(content hash {r['content_hash'][:12]})"))
+        f"exported {len(r['files'])} files, {r['examples']} example files and {r['learned']} learned records "
+        f"to {r['folder']} (content hash {r['content_hash'][:12]})"))
 
 
 @kb.command("list")
@@ -270,7 +276,11 @@ def coverage_cmd(ctx) -> None:
 @common_options
 def stats_cmd(ctx) -> None:
     """Counts, content hash, schema version and sync state."""
+    from kernelskill.kb.learned import LearnedStore
+
     stats = _open(ctx, read_only=True).stats()
+    settings = ctx.settings()
+    stats["learned"] = LearnedStore(settings.kb_dir, embed_settings=settings.embed).stats()
 
     def render(s: dict[str, Any]) -> None:
         from rich.table import Table
@@ -282,6 +292,8 @@ def stats_cmd(ctx) -> None:
         table.add_row("methods with a worked example", f"{b['with_example']} of {b['methods']}")
         table.add_row("methods with measured evidence", f"{b['measured']} of {b['methods']} (pays {b['pays']}, "
                       f"no gain {b['no_gain']}, slower {b['slower']})")
+        learned = s["learned"]
+        table.add_row("learned records (kb learn)", f"{learned['records']} from {learned['runs']} runs")
         table.add_row("content hash", str(s["content_hash"]))
         table.add_row("schema version", str(s["schema_version"]))
         table.add_row("ingested at", str(s["ingested_at"]))
@@ -291,6 +303,41 @@ def stats_cmd(ctx) -> None:
         console().print(table)
 
     emit(ctx, stats, render)
+
+
+@kb.command("learn")
+@click.argument("runs", nargs=-1, required=True)
+@click.option("--hardware", default=None,
+              help="The GPU's name for runs recorded before the harness noted it (e.g. 'NVIDIA H200').")
+@click.option("--dry-run", is_flag=True, help="Show what would be learned; write nothing.")
+@common_options
+def learn_cmd(ctx, runs: tuple[str, ...], hardware: str | None, dry_run: bool) -> None:
+    """Turn each verified improvement of RUN... (a run folder or id) into learned evidence, and write
+    reviewable proposals to <home>/proposals/<run>.yaml (never merged by themselves)."""
+    from kernelskill.pipeline.loop.learning import learn_runs
+
+    results = learn_runs(ctx.settings(), list(runs), hardware=hardware, dry_run=dry_run)
+    data = {"dry_run": dry_run, "learned": sum(len(r.records) for r in results),
+            "added": sum(len(r.added) for r in results),
+            "runs": [r.model_dump(exclude={"records"}) | {"records": [x.model_dump(exclude={"before_source",
+                                                                                          "after_source"})
+                                                                    for x in r.records]} for r in results]}
+
+    def render(d: dict[str, Any]) -> None:
+        for r in d["runs"]:
+            if not r["records"]:
+                console().print(f"run {r['run_id']}: nothing to learn (no verified improvement)", markup=False)
+            for rec in r["records"]:
+                state = "added" if rec["id"] in r["added"] else ("would add" if d["dry_run"] else "already learned")
+                console().print(f"run {r['run_id']} {rec['step']}: {rec['method']} {rec['speedup']:.2f}x over its "
+                                f"parent, {state}", markup=False)
+            for why in r["skipped"]:
+                console().print(f"  not an improvement: {why}", markup=False)
+            if r["proposals"]:
+                console().print(f"  proposals to review: {r['proposals']}", markup=False)
+        console().print(f"{d['added']} learned records added ({d['learned']} found)")
+
+    emit(ctx, data, render)
 
 
 @kb.command("doctor")
