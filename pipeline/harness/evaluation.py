@@ -419,17 +419,20 @@ class Evaluation:
     def precision_check(self, ref_model: Any, inputs: list[Any], ref_out: Any, cand_out: Any) -> None:
         try:
             m64 = copy.deepcopy(ref_model).double()
-            x64 = [v.double() if isinstance(v, torch.Tensor) and v.is_floating_point() else v
-                   for v in _clone(inputs)]
+            x64 = [v.double() if isinstance(v, torch.Tensor) and v.is_floating_point() else
+                   v.clone() if isinstance(v, torch.Tensor) else copy.deepcopy(v) for v in inputs]
             out64 = m64(*x64)
             self.sync()
-        except Exception as exc:  # noqa: BLE001 - a reference that has no float64 path: skip
+            del m64, x64
+            e_ref = max_normalized_error(out64, ref_out)
+            e_cand = max_normalized_error(out64, cand_out)
+            del out64
+        except Exception as exc:  # noqa: BLE001 - no float64 path, or no room for it: skip, say so
             self.details["fp64_check"] = f"skipped: {type(exc).__name__}: {str(exc)[:200]}"
+            if self.cuda:
+                torch.cuda.empty_cache()
             return
-        e_ref = max_normalized_error(out64, ref_out)
-        e_cand = max_normalized_error(out64, cand_out)
         self.details["fp64_error"] = {"reference": e_ref, "candidate": e_cand}
-        del m64, x64, out64
         if e_cand > max(32 * e_ref, 2e-5) and self.config.allow_tf32:
             self.details.setdefault("warnings", []).append(
                 f"candidate error against float64 is {e_cand:.3g} (reference {e_ref:.3g}): reduced precision, "

@@ -24,6 +24,7 @@ import importlib.util
 import inspect
 import os
 import re
+import shlex
 import shutil
 import subprocess
 import time
@@ -326,10 +327,8 @@ def build_fast(params: dict[str, Any], ext_root: Path) -> tuple[Any, dict[str, A
             nvcc = os.path.join(cuda_home, "bin", "nvcc")
             if not os.path.isfile(nvcc):
                 nvcc = "nvcc"
-            wrapper = [shutil.which("ccache")] if shutil.which("ccache") and not os.environ.get(
-                "TORCH_NO_COMPILER_WRAPPER") else []
-            cmd = [*wrapper, nvcc, str(folder / "unit.cu"), "-o", str(folder / "lib.tmp.so"), *flags, *ldflags]
-            proc = subprocess.run(cmd, capture_output=True, text=True, timeout=900)
+            cmd = [nvcc, str(folder / "unit.cu"), "-o", str(folder / "lib.tmp.so"), *flags, *ldflags]
+            proc = run_nvcc(cmd, folder)
             if proc.returncode != 0:
                 from .results import trim_log
 
@@ -348,6 +347,94 @@ def build_fast(params: dict[str, Any], ext_root: Path) -> tuple[Any, dict[str, A
     module._ks_handle = handle  # type: ignore[attr-defined]  # keep the library loaded
     info["seconds"] = round(time.perf_counter() - start, 3)
     return module, info
+
+
+SERIAL_ENV = "KERNELSKILL_HARNESS_NVCC_SERIAL"
+
+
+def run_nvcc(cmd: list[str], folder: Path) -> subprocess.CompletedProcess[str]:
+    """Run one nvcc compile-and-link with its host half and its device half side by side.
+
+    nvcc runs its passes one after the other: the host preprocessor and ``cudafe++`` (which parse the
+    whole unit), then the device preprocessor, ``cicc`` (which parses it again), ``ptxas`` and
+    ``fatbinary``, then the host compile and the link. The two middle chains do not depend on each other,
+    so this runs the steps ``nvcc -dryrun`` lists for the same command, the two chains at once (about a
+    third less wall time for a torch-including unit). Any surprise in the listing, or
+    ``KERNELSKILL_HARNESS_NVCC_SERIAL=1``, runs the plain command (through ccache when there is one).
+    """
+    if not os.environ.get(SERIAL_ENV):
+        plan = _split_dryrun(cmd)
+        if plan is not None:
+            done = _run_plan(plan, folder)
+            if done is not None:
+                return done
+    wrapper = [shutil.which("ccache")] if shutil.which("ccache") and not os.environ.get(
+        "TORCH_NO_COMPILER_WRAPPER") else []
+    return subprocess.run([*wrapper, *cmd], capture_output=True, text=True, timeout=900)
+
+
+def _split_dryrun(cmd: list[str]) -> tuple[list[str], list[str], list[str], list[str]] | None:
+    """(variable lines, host chain, device chain, the rest) of ``nvcc -dryrun``, or None if unexpected."""
+    try:
+        dry = subprocess.run([*cmd, "-dryrun"], capture_output=True, text=True, timeout=60)
+    except (OSError, subprocess.SubprocessError):
+        return None
+    lines = [ln[3:] for ln in (dry.stdout + dry.stderr).splitlines() if ln.startswith("#$ ")]
+    if dry.returncode != 0 or not lines:
+        return None
+    n_vars = 0
+    while n_vars < len(lines) and re.match(r"^[A-Za-z_][A-Za-z0-9_]*=", lines[n_vars]):
+        n_vars += 1
+    steps = lines[n_vars:]
+    tools = [step.split()[0].strip('"').rsplit("/", 1)[-1] for step in steps]
+    try:
+        i_cudafe = tools.index("cudafe++")
+        i_fatbin = tools.index("fatbinary")
+    except ValueError:
+        return None
+    end = i_fatbin + 1 + (1 if i_fatbin + 1 < len(tools) and tools[i_fatbin + 1] == "rm" else 0)
+    host, device, rest = steps[:i_cudafe + 1], steps[i_cudafe + 1:end], steps[end:]
+    # cicc reads the module id that cudafe++ writes; it is a hash of the source, so cicc makes its own
+    device = [re.sub(r'--module_id_file_name "([^"]+)"', r'--gen_module_id_file --module_id_file_name "\1.dev"', step)
+              if "cicc" in step.split()[0] else step for step in device]
+    if not (len(host) == 2 and tools[0] in ("gcc", "g++", "cc", "c++") and "cicc" in " ".join(device)
+            and "-D__CUDA_ARCH__=" not in host[0] and "-D__CUDA_ARCH__=" in device[0]):
+        return None
+    device, rest = ([f"rm -f {step[3:]}" if step.startswith("rm ") else step for step in part] for part in (device, rest))
+    return lines[:n_vars], host, device, rest
+
+
+def _run_plan(plan: tuple[list[str], list[str], list[str], list[str]],
+              folder: Path) -> subprocess.CompletedProcess[str] | None:
+    variables, host, device, rest = plan
+    exports = []
+    for line in variables:  # NAME=VALUE lines only (a line such as `A="x" "y"` is nvcc's note, not shell)
+        words = shlex.split(line)
+        if len(words) == 1 and "=" in words[0]:
+            name, value = words[0].split("=", 1)
+            exports.append(f"export {name}={shlex.quote(value)}")
+    head = "set -e\n" + "\n".join(exports) + "\n"
+
+    def start(steps: list[str], name: str) -> subprocess.Popen[str]:
+        script = folder / f"nvcc_{name}.sh"
+        script.write_text(head + "\n".join(steps) + "\n")
+        return subprocess.Popen(["bash", str(script)], stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+
+    procs = [start(host, "host"), start(device, "device")]
+    outs = [p.communicate(timeout=900)[0] for p in procs]
+    log = "".join(outs)
+    if any(p.returncode for p in procs):
+        return subprocess.CompletedProcess(["nvcc"], 1, log, "")
+    ids = re.findall(r'--module_id_file_name "([^"]+)\.dev"', "\n".join(device))
+    try:
+        same = bool(ids) and all(Path(i).read_bytes() == Path(i + ".dev").read_bytes() for i in ids)
+    except OSError:
+        same = False
+    if not same:  # the two halves would not name the module alike: the plain command instead
+        return None
+    last = start(rest, "link")
+    out = last.communicate(timeout=900)[0]
+    return subprocess.CompletedProcess(["nvcc"], last.returncode, log + out, "")
 
 
 def _caller(call: Any, addr: int, kinds: str, ret: str, name: str) -> Any:

@@ -103,8 +103,11 @@ def wait_ready(workdir: str) -> list[str]:
     """
     import torch
 
-    from . import evaluation  # noqa: F401 - imports torch's dispatch machinery, checks and timing now
+    from .checks import OpRecorder
+    from .evaluation import Evaluation  # noqa: F401 - torch's dispatch machinery, the checks and timing
 
+    with torch.no_grad(), OpRecorder(), torch.device("cpu"):  # their first use loads lazily: on the CPU now
+        torch.zeros(2).add_(1).sum()
     folder = Path(workdir)
     cuda_up = False
     while not (folder / READY_REQUEST).is_file():
