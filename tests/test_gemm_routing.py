@@ -150,3 +150,17 @@ def test_real_h200_profiles_with_their_kernelbench_task(name: str) -> None:
     task = Path("/work/kernelbench/KernelBench") / H200_TASKS[name]
     r = run(H200 / f"{name}_kernel.py", task=task, profile=H200 / f"{name}.csv", protocol="strict")
     check_gemm_route(r, "gemm")
+
+
+def test_a_protocol_that_admits_tf32_puts_the_gemm_on_tensor_cores() -> None:
+    """``tf32_allowed`` from the protocol lifts the strict-precision veto: plain TF32 tensor cores lead."""
+    from kernelskill.protocols import Protocol
+    from kernelskill.retrieval.api import query
+
+    tf32 = Protocol(name="tf32", description="strict, but TF32 inputs allowed", allow_tf32=True)
+    entry = families()["gemm_multiply_leakyrelu"]
+    r = query(FAMILIES / entry["kernel"], task=FAMILIES / entry["task"],
+              profile=FAMILIES / "profiles" / "gemm_multiply_leakyrelu.csv", store=store(),
+              context={**tf32.context("fp32"), "task_dtype": "fp32", "arch_sm": 90})
+    assert r.case.id == "gc_cf_gemm_budget"
+    assert r.first_methods(1) == ["tensor_core_mma"]
