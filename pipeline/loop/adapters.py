@@ -7,8 +7,10 @@ import logging
 from pathlib import Path
 from typing import Any, Protocol
 
+from kernelskill.config import load_settings
 from kernelskill.errors import KernelskillError
 from kernelskill.pipeline.loop.examples import worked_example
+from kernelskill.pipeline.loop.learning import learned_for
 from kernelskill.retrieval.api import query
 
 log = logging.getLogger(__name__)
@@ -79,7 +81,20 @@ class KBRetriever:
         for method in raw.get("permitted") or []:
             if method.get("examples"):
                 method["example"] = worked_example(method["examples"], task)
+        self._attach_learned(raw, kernel)
         return raw
+
+    def _attach_learned(self, raw: dict[str, Any], kernel: Path) -> None:
+        """Each permitted method's learned evidence on similar kernels (``learned``), when runs taught any."""
+        settings = self.settings if self.settings is not None else load_settings()
+        try:
+            found = learned_for(raw, kernel.read_text(), settings)
+        except (KernelskillError, OSError) as exc:  # a broken learned store never stops a query
+            log.warning("learned evidence left out: %s", exc)
+            return
+        for method in raw.get("permitted") or []:
+            if found.get(method.get("id")):
+                method["learned"] = found[method["id"]]
 
 
 # Normalised views of what the seams return ---------------------------------------------------------
@@ -150,7 +165,7 @@ def query_view(raw: dict[str, Any]) -> dict[str, Any]:
                  "rationale": case.get("rationale") or ""} if case.get("id") else None)
     return {"tier": _label(raw.get("tier"), "name", "id"), "bottleneck": _label(raw.get("bottleneck"), "name", "id"),
             "case": case or None, "static_only": bool(raw.get("static_only", False)),
-            "permitted": _methods(raw.get("permitted"), "name", "guidance", "measured", "example"),
+            "permitted": _methods(raw.get("permitted"), "name", "guidance", "measured", "example", "learned"),
             "forbidden": _methods(raw.get("forbidden"), "reason"),
             "fields": profile_fields(raw.get("profile")), "kernels": raw.get("kernels") or []}
 

@@ -24,7 +24,14 @@ from pydantic import BaseModel, Field
 
 from kernelskill.errors import KernelskillError
 from kernelskill.kb.home import open_store
-from kernelskill.kb.learned import LearnedRecord, LearnedStore, proposal_yaml, record_id, source_hash
+from kernelskill.kb.learned import (
+    LearnedRecord,
+    LearnedStore,
+    kernel_text,
+    proposal_yaml,
+    record_id,
+    source_hash,
+)
 from kernelskill.pipeline.runs import Run, RunStore
 from kernelskill.protocols import DEFAULT_PROTOCOL
 from kernelskill.retrieval.api import query as kb_query
@@ -166,6 +173,19 @@ def _record(run: Run, attempt: dict[str, Any], before: dict[str, Any], after: di
     )
 
 
+def learned_for(raw: dict[str, Any], kernel_source: str, settings: Any, *, per_method: int = 2
+                ) -> dict[str, list[dict[str, Any]]]:
+    """Learned evidence for each permitted method of a query (``raw``: QueryResult JSON) on the kernels most
+    like this one: vector search over the learned store by the kernel's op, bottleneck and source."""
+    store = LearnedStore(settings.kb_dir, embed_settings=settings.embed)
+    methods = [m["id"] for m in raw.get("permitted") or [] if isinstance(m, dict) and m.get("id")]
+    if not store.exists() or not methods:
+        return {}
+    text = kernel_text(kernel_source, _op_family(raw), _label(raw.get("bottleneck"), "id", "name"))
+    hits = store.search(text, methods, per_method=per_method)
+    return {m: [h.model_dump() for h in found] for m, found in hits.items()}
+
+
 def _open_runs(settings: Any, runs: Sequence[str | Path]) -> list[Run]:
     store = RunStore(Path(settings.runs_dir))
     out = []
@@ -218,4 +238,4 @@ def _write_proposal(home: Path, res: RunLearning, cases: dict[str, Any]) -> Path
     return path
 
 
-__all__ = ["RunLearning", "improvements", "learn_runs"]
+__all__ = ["RunLearning", "improvements", "learn_runs", "learned_for"]
