@@ -55,6 +55,8 @@ def store(only_cublas: tuple[str, ...] = ()) -> Any:
     ("void at::native::reduce_kernel<512, 1, at::native::ReduceOp<float, at::native::MaxOps<float>>>(T3)",
      "reduction"),
     ("void flash_fwd_kernel<Flash_fwd_kernel_traits<128, 64, 64, 4>>(Flash_fwd_params)", "attention"),
+    ("triton_tem_fused_addmm_0", "gemm"), ("triton_red_fused_sum_1", "reduction"),
+    ("triton_per_fused__softmax_2", "softmax"), ("triton_poi_fused_gelu_3", "elementwise"),
 ])
 def test_vendor_kernels_get_their_operation_from_the_name(name: str, op: str) -> None:
     found = op_from_name(name)
