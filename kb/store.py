@@ -6,6 +6,7 @@ Layout of ``kb_dir``::
     db/kb-*.duckdb          one immutable DuckDB file per ingested version (current + previous kept)
     chroma/                 Chroma PersistentClient; collection ``skill_docs``; its metadata records the
                             content hash that the vectors are known to match
+    vectors/<hash>.npz      the same doc vectors for exact numpy search without Chroma (``doc_vectors``)
     embed_cache.sqlite      sentence vectors by sha256(model, text)
     .write.lock             writers take it (flock); readers never wait
 
@@ -36,6 +37,7 @@ from typing import Any
 from pydantic import BaseModel
 
 from kernelskill.errors import KernelskillError
+from kernelskill.kb.doc_vectors import DEFAULT_MAX_DOCS, DocVectors, write_mirror
 from kernelskill.kb.loader import (
     SECTION_OF_TYPE,
     TYPE_OF_SECTION,
@@ -126,7 +128,12 @@ class DriftReport(BaseModel):
 
 
 def doc_embed_text(doc: SkillDoc) -> str:
-    return f"{doc.title}\n{doc.text}"
+    return embed_text(doc.title, doc.text)
+
+
+def embed_text(title: str, text: str) -> str:
+    """The text a SkillDoc's vector is computed from."""
+    return f"{title}\n{text}"
 
 
 def _row(section: str, obj: KBObject, skills: SkillSet | None) -> dict[str, Any]:
@@ -159,16 +166,23 @@ def _row(section: str, obj: KBObject, skills: SkillSet | None) -> dict[str, Any]
 
 
 def _doc_metadata(doc: SkillDoc, doc_hash: str, generated: bool) -> dict[str, Any]:
-    meta: dict[str, Any] = {"method": doc.method, "kind": doc.kind, "title": doc.title, "doc_hash": doc_hash,
-                            "generated": generated, "any_bottleneck": not doc.bottlenecks,
-                            "any_tier": not doc.tiers, "any_structure": not doc.structures}
+    return _metadata(doc.method, doc.kind, doc.title, doc_hash, generated, doc.bottlenecks, doc.tiers,
+                     doc.structures)
+
+
+def _metadata(method: str, kind: str, title: str, doc_hash: str, generated: bool, bottlenecks: list[str],
+              tiers: list[str], structures: list[int]) -> dict[str, Any]:
+    """A doc's Chroma metadata (also what an exact numpy search returns as a hit's metadata)."""
+    meta: dict[str, Any] = {"method": method, "kind": kind, "title": title, "doc_hash": doc_hash,
+                            "generated": bool(generated), "any_bottleneck": not bottlenecks,
+                            "any_tier": not tiers, "any_structure": not structures}
     # Chroma 1.5 stores list metadata and filters it with $contains; it rejects empty lists.
-    if doc.bottlenecks:
-        meta["bottlenecks"] = list(doc.bottlenecks)
-    if doc.tiers:
-        meta["tiers"] = list(doc.tiers)
-    if doc.structures:
-        meta["structures"] = [int(s) for s in doc.structures]
+    if bottlenecks:
+        meta["bottlenecks"] = list(bottlenecks)
+    if tiers:
+        meta["tiers"] = list(tiers)
+    if structures:
+        meta["structures"] = [int(s) for s in structures]
     return meta
 
 
@@ -248,6 +262,7 @@ class KBStore:
         self._con_db: str | None = None
         self._client: Any = None
         self._collection: Any = None
+        self._vectors: DocVectors | None = None
 
     # -- opening ------------------------------------------------------------------------------
     @classmethod
@@ -510,14 +525,44 @@ class KBStore:
         return out
 
     # -- vector search ------------------------------------------------------------------------
+    def exact_search_limit(self) -> int:
+        """Up to this many docs a search scans the numpy mirror instead of asking Chroma
+        (``embed.exact_search_max_docs``; 0 turns the mirror off)."""
+        return int(getattr(self._embed_settings, "exact_search_max_docs", DEFAULT_MAX_DOCS))
+
+    def doc_vectors(self) -> DocVectors | None:
+        """The numpy mirror of the current version's doc vectors when a search may use it, else None.
+
+        Only the ``CURRENT`` pointer and the mirror file are read (no DuckDB, no Chroma); the mirror is
+        used when it was written for the content hash ``CURRENT`` names and for the embedder's model."""
+        cur = self._current()
+        content = (cur or {}).get("content_hash")
+        if not content:
+            return None
+        if self._vectors is None or self._vectors.content_hash != content:
+            self._vectors = DocVectors.load(self.kb_dir, content, self.embedder.model_key)
+        mirror = self._vectors
+        if mirror is None or len(mirror) > self.exact_search_limit():
+            return None
+        return mirror
+
     def search_docs(self, text: str, k: int = 5, methods: list[str] | None = None, *,
                     bottleneck: str | None = None, tier: str | None = None,
                     structure: int | None = None) -> list[DocHit]:
-        """Nearest SkillDocs by cosine distance, filtered in Chroma's ``where`` (method, and optionally
-        bottleneck / tier / structure, where a doc without such tags matches any). Text and title come
-        from DuckDB, so a hit that DuckDB no longer has (drift after a crash) is dropped."""
+        """Nearest SkillDocs by cosine distance, filtered by method, and optionally bottleneck / tier /
+        structure, where a doc without such tags matches any. Up to ``exact_search_limit()`` docs the
+        search is exact over the numpy mirror (Chroma is not opened); otherwise Chroma answers, filtered
+        in its ``where``. Text and title come from DuckDB, so a hit that DuckDB no longer has (drift after a
+        crash) is dropped."""
+        if k <= 0 or methods == []:
+            return []
+        mirror = self.doc_vectors()
+        if mirror is not None:
+            vec = self.embedder.encode_array([text])
+            found = mirror.search(vec[0], k, methods, bottleneck=bottleneck, tier=tier, structure=structure)
+            return self._hits([i for i, _ in found], [d for _, d in found], None)
         coll = self._coll()
-        if coll is None or k <= 0 or methods == []:
+        if coll is None:
             return []
         clauses: list[dict[str, Any]] = []
         if methods:
@@ -532,21 +577,41 @@ class KBStore:
             return []
         vec = self.embedder.encode_array([text])
         res = coll.query(query_embeddings=vec, n_results=n, where=where, include=["metadatas", "distances"])
-        ids = res["ids"][0]
+        return self._hits(res["ids"][0], res["distances"][0], res["metadatas"][0])
+
+    def _hits(self, ids: list[str], distances: list[float], metas: list[Any] | None) -> list[DocHit]:
+        """DocHits for the found ids, with text and title from DuckDB (and, for the numpy mirror, the
+        metadata Chroma would have returned, rebuilt from the doc's row)."""
         if not ids:
             return []
-        rows = self._db().execute("SELECT d.id, d.method, d.title, d.text FROM docs d JOIN "
+        rows = self._db().execute("SELECT d.id, d.method, d.title, d.text, d.kind, d.doc_hash, d.generated, "
+                                  "d.bottlenecks, d.tiers, d.structures FROM docs d JOIN "
                                   "(SELECT unnest(?::VARCHAR[]) AS id) q USING (id)", [ids]).fetchall()
         by_id = {r[0]: r for r in rows}
         hits: list[DocHit] = []
-        for i, dist, meta in zip(ids, res["distances"][0], res["metadatas"][0], strict=True):
+        for pos, (i, dist) in enumerate(zip(ids, distances, strict=True)):
             row = by_id.get(i)
             if row is None:
                 log.warning("search: %s is in Chroma but not in DuckDB (run 'kernelskill kb doctor --repair')", i)
                 continue
+            meta = metas[pos] if metas is not None else _metadata(row[1], row[4], row[2], row[5], row[6],
+                                                                   row[7] or [], row[8] or [], row[9] or [])
             hits.append(DocHit(id=i, method=row[1], title=row[2], text=row[3], distance=float(dist),
                                metadata=dict(meta or {})))
         return hits
+
+    def _write_doc_vectors(self, content_hash: str) -> None:
+        """Mirror the current version's doc vectors for exact search (all cached by the embedder after an
+        ingest, so nothing is encoded again). A failure only costs speed: searches fall back to Chroma."""
+        try:
+            rows = self._db().execute("SELECT id, method, title, text, bottlenecks, tiers, structures FROM docs "
+                                      "ORDER BY id").fetchall()
+            vecs = self.embedder.encode_array([embed_text(r[2], r[3]) for r in rows])
+            write_mirror(self.kb_dir, content_hash, self.embedder.model_key, [r[0] for r in rows],
+                         [r[1] for r in rows], [(r[4] or [], r[5] or [], r[6] or []) for r in rows], vecs)
+            self._vectors = None
+        except (OSError, ValueError) as exc:
+            log.warning("doc vectors for exact search not written (%s); searches use Chroma", exc)
 
     # -- writes -------------------------------------------------------------------------------
     def ingest(self, skills: SkillSet, *, check: bool = True) -> IngestReport:
@@ -569,6 +634,8 @@ class KBStore:
             same_model = chroma_meta.get("embed_model") == self.embedder.model_key
             if old_hash == new_hash and chroma_meta.get("content_hash") == new_hash and same_model:
                 log.info("ingest: content unchanged (%s)", new_hash[:12])
+                if DocVectors.load(self.kb_dir, new_hash, self.embedder.model_key) is None:
+                    self._write_doc_vectors(new_hash)  # a KB built before the mirror existed
                 return IngestReport(changed=False, content_hash=new_hash, previous_hash=old_hash,
                                     counts=skills.counts(), seconds=time.perf_counter() - t0)
             encoded_before = self.embedder.encoded
@@ -577,6 +644,7 @@ class KBStore:
                 self.embedder.encode_array([doc_embed_text(d) for d in skills.docs])
                 self._write_duckdb(skills, new_hash)
             upserted, deleted = self._sync_chroma(new_hash)
+            self._write_doc_vectors(new_hash)
         return IngestReport(changed=True, content_hash=new_hash, previous_hash=old_hash, counts=skills.counts(),
                             upserted=upserted, deleted=deleted, encoded=self.embedder.encoded - encoded_before,
                             seconds=time.perf_counter() - t0)
@@ -720,6 +788,8 @@ class KBStore:
         if repair and not in_sync:
             with self._write_lock():
                 self._sync_chroma(duck_hash or "")
+                if duck_hash:
+                    self._write_doc_vectors(duck_hash)
             report.repaired = True
         return report
 

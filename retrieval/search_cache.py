@@ -2,9 +2,10 @@
 start Chroma (importing ``chromadb`` and opening its client is most of a cold ``kernelskill query``).
 
 An answer is keyed by ``sha256`` of the KB's content hash, the embedding model's fingerprint, the query
-text, the wanted methods and ``k``, and it is stored only when Chroma was in sync with that content
-hash (``kb stats``: an index left behind by an interrupted ingest is never cached). So it is the answer
-Chroma gives for exactly this question on exactly this index; anything that could change the answer
+text, the wanted methods and ``k``, and it is stored only when the index that answered matched that
+content hash (the numpy mirror of the doc vectors always does; Chroma when ``kb stats`` says it is in
+sync: an index left behind by an interrupted ingest is never cached). So it is the answer the index
+gives for exactly this question on exactly this index; anything that could change the answer
 changes the key. The file is ``<kb>/search_cache.sqlite`` (stdlib sqlite, cheap to open); a KB folder
 that cannot be written is simply not cached.
 """
@@ -35,7 +36,13 @@ def _model_key(kb: Any) -> str | None:
 
 
 def _in_sync(kb: Any) -> bool:
+    """Did the answer come from an index that matches the KB's content hash? The numpy mirror of the doc
+    vectors always does (it is written and read for one content hash); Chroma when its recorded hash is
+    the KB's (asking opens Chroma, so the mirror is checked first)."""
     try:
+        mirror = getattr(kb, "doc_vectors", None)
+        if mirror is not None and mirror() is not None:
+            return True
         return bool(kb.stats()["chroma"]["in_sync"])
     except Exception:  # noqa: BLE001 - unknown: do not cache
         return False
