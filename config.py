@@ -57,6 +57,7 @@ class EmbedSettings(_Section):
     backend: str = "auto"  # auto (numpy for queries, torch for bulk) | numpy | torch
     batch_size: int = 64
     device: str = "cpu"
+    exact_search_max_docs: int = 50_000  # up to this many docs, search the numpy mirror, not Chroma (0: never)
 
 
 class HarnessSettings(_Section):

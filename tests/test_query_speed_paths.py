@@ -1,0 +1,147 @@
+"""The fast paths of a cold query give the answers of the slow ones: the exact numpy search over the doc
+vectors' mirror returns what Chroma returns (same ids, same order, same distances), on the bundled KB
+through a real store (DuckDB file, Chroma collection, bundled MiniLM); and a query in a new process
+imports neither chromadb nor torch."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from kernelskill.config import load_settings
+from kernelskill.kb.doc_vectors import MIRROR_DIR, DocVectors, mirror_path
+from kernelskill.kb.store import KBStore
+
+ROOT = Path(__file__).resolve().parents[1]
+EX = ROOT / "examples"
+MANIFEST = json.loads((EX / "manifest.json").read_text())["examples"]
+
+QUERIES = [
+    "bottleneck: memory bandwidth. headroom tier high. structure: streaming elementwise. kernel: scalar 4-byte "
+    "accesses",
+    "bottleneck: compute throughput. kernel: naive GEMM dot product per thread from global memory, matrix "
+    "multiply that tensor cores could run",
+    "reduction or scan over rows, softmax with exp, warp shuffle",
+    "several kernel launches per forward, CUDA graph capturable launches, epilogue fusion after a library GEMM",
+    "uncoalesced strided access in a transpose",
+]
+
+
+@pytest.fixture(scope="module")
+def home(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    h = tmp_path_factory.mktemp("speed_home")
+    from kernelskill.kb.home import open_store
+
+    open_store(load_settings(home=h)).close()  # builds the KB from the bundled skills
+    return h
+
+
+@pytest.fixture(scope="module")
+def stores(home: Path):
+    settings = load_settings(home=home)
+    exact = KBStore.open(settings.kb_dir, read_only=True, embed_settings=settings.embed)
+    chroma_only = settings.embed.model_copy(update={"exact_search_max_docs": 0})
+    chroma = KBStore.open(settings.kb_dir, read_only=True, embed_settings=chroma_only)
+    yield exact, chroma
+    exact.close()
+    chroma.close()
+
+
+def _filters(store: KBStore) -> list[dict]:
+    methods = [m.id for m in store.methods()]
+    bottlenecks = [b.id for b in store.bottlenecks()]
+    tiers = [t.id for t in store.tiers()]
+    return [
+        {},
+        {"methods": methods[:3]},
+        {"methods": methods[::2]},
+        {"methods": [methods[-1]]},
+        {"bottleneck": bottlenecks[0]},
+        {"tier": tiers[-1], "structure": 0},
+        {"methods": methods[1::2], "bottleneck": bottlenecks[1], "tier": tiers[0], "structure": 3},
+    ]
+
+
+def test_exact_search_returns_what_chroma_returns(stores) -> None:
+    exact, chroma = stores
+    assert exact.doc_vectors() is not None, "an ingest writes the mirror"
+    assert chroma.doc_vectors() is None, "exact_search_max_docs = 0 turns the mirror off"
+    n_docs = exact.counts()["docs"]
+    compared = 0
+    for text in QUERIES:
+        for flt in _filters(exact):
+            for k in (1, 5, n_docs):
+                got = exact.search_docs(text, k=k, **flt)
+                want = chroma.search_docs(text, k=k, **flt)
+                assert [h.id for h in got] == [h.id for h in want], (text, flt, k)
+                for g, w in zip(got, want, strict=True):
+                    assert abs(g.distance - w.distance) <= 1e-5, (g.id, g.distance, w.distance)
+                    assert (g.method, g.title, g.text, g.metadata) == (w.method, w.title, w.text, w.metadata)
+                compared += len(got)
+    assert compared > 100
+    assert exact._collection is None and exact._client is None, "the exact search never opened Chroma"
+
+
+def test_mirror_belongs_to_one_content_hash_and_model(home: Path, stores) -> None:
+    exact, _ = stores
+    content = exact.content_hash()
+    kb_dir = exact.kb_dir
+    assert [p.name for p in (kb_dir / MIRROR_DIR).iterdir()] == [mirror_path(kb_dir, content).name]
+    mirror = DocVectors.load(kb_dir, content, exact.embedder.model_key)
+    assert mirror is not None and len(mirror) == exact.counts()["docs"]
+    assert list(mirror.ids) == sorted(d.id for d in exact.docs())
+    assert DocVectors.load(kb_dir, content, "another-model:0") is None
+    assert DocVectors.load(kb_dir, "0" * 64, exact.embedder.model_key) is None
+    small = load_settings(home=home).embed.model_copy(update={"exact_search_max_docs": len(mirror) - 1})
+    with KBStore.open(kb_dir, read_only=True, embed_settings=small) as over:
+        assert over.doc_vectors() is None, "a KB above the limit searches Chroma"
+
+
+def test_missing_mirror_falls_back_to_chroma_and_ingest_writes_it_back(tmp_path: Path) -> None:
+    from kernelskill.kb.curate import bundled_skills_dir
+    from kernelskill.kb.loader import load_skills
+
+    settings = load_settings(home=tmp_path / "h")
+    skills = load_skills([bundled_skills_dir()])
+    with KBStore.open(settings.kb_dir, embed_settings=settings.embed) as store:
+        store.ingest(skills)
+        path = mirror_path(store.kb_dir, store.content_hash())
+        with_mirror = store.search_docs(QUERIES[0], k=4)
+        path.unlink()
+        store._vectors = None
+        assert store.doc_vectors() is None
+        without = store.search_docs(QUERIES[0], k=4)
+        assert [h.id for h in without] == [h.id for h in with_mirror]
+        assert not store.ingest(skills).changed and path.is_file(), "an unchanged ingest writes a missing mirror"
+
+
+def _cold(home: Path, body: str) -> dict:
+    script = ("import json, sys\nimport kernelskill\nfrom kernelskill.config import load_settings\n"
+              f"settings = load_settings(home={str(home)!r})\n{body}\n"
+              "print(json.dumps({m: m in sys.modules for m in ('chromadb', 'torch', 'sentence_transformers')}))")
+    out = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, cwd=ROOT, timeout=300)
+    assert out.returncode == 0, out.stderr[-2000:]
+    return json.loads(out.stdout.strip().splitlines()[-1])
+
+
+def test_a_cold_query_imports_neither_chromadb_nor_torch(home: Path) -> None:
+    kb_dir = load_settings(home=home).kb_dir
+    for e in MANIFEST[:2]:
+        for profile in (EX / e["profile"], None):
+            (kb_dir / "search_cache.sqlite").unlink(missing_ok=True)  # the search itself must run
+            body = (f"r = kernelskill.query({str(EX / e['kernel'])!r}, profile={str(profile) if profile else None!r}, "
+                    "settings=settings)\nassert r.permitted and any(p.docs for p in r.permitted)")
+            loaded = _cold(home, body)
+            assert loaded == {"chromadb": False, "torch": False, "sentence_transformers": False}, (e["kernel"], profile)
+
+
+def test_a_cold_cli_query_imports_neither_chromadb_nor_torch(home: Path) -> None:
+    e = MANIFEST[2]
+    args = ["query", str(EX / e["kernel"]), "--profile", str(EX / e["profile"]), "--json", "--home", str(home)]
+    body = ("from kernelskill.cli import main\n"
+            f"try:\n    main({args!r})\nexcept SystemExit as exc:\n    assert not exc.code, exc.code\n")
+    assert _cold(home, body) == {"chromadb": False, "torch": False, "sentence_transformers": False}
