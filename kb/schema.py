@@ -44,6 +44,12 @@ class Evidence(_Model):
     hardware: str = "NVIDIA H200"
     date: _dt.date
     command: str | None = None
+    #: the harness protocol (``kernelskill.protocols``) both variants were judged under, with the checks every
+    #: candidate gets; None on records measured before the evidence script used the harness
+    protocol: str | None = None
+    eager_ms: float | None = PField(default=None, ge=0)  # eager PyTorch, the harness's baseline
+    before_vs_eager: float | None = PField(default=None, gt=0)  # each variant's speedup over eager
+    after_vs_eager: float | None = PField(default=None, gt=0)
     #: what the measurement says about the method: ``pays``, ``no_gain`` (the time saved is inside the
     #: timing noise) or ``slower``; derived from the speedup when not given (``no_gain`` needs the IQR)
     verdict: Literal["pays", "no_gain", "slower"] | None = None
