@@ -117,6 +117,39 @@ def numpy_supported(model_dir: Path) -> bool:
     )
 
 
+_SAFETENSORS_DTYPES = {"F32": "<f4", "F16": "<f2", "F64": "<f8", "I64": "<i8", "I32": "<i4"}
+
+
+def map_safetensors(path: Path) -> dict[str, Any]:
+    """The tensors of a safetensors file as read-only numpy views of one memory map: nothing is copied,
+    and only the pages a forward pass touches are read (a query uses a few rows of the 47 MB word
+    embedding). Falls back to ``safetensors.numpy.load_file`` for a dtype numpy cannot view."""
+    import mmap
+    import struct
+
+    import numpy as np
+
+    with path.open("rb") as fh:
+        size = struct.unpack("<Q", fh.read(8))[0]
+        header = json.loads(fh.read(size))
+        buf = mmap.mmap(fh.fileno(), 0, access=mmap.ACCESS_READ)
+    start = 8 + size
+    out: dict[str, Any] = {}
+    for name, spec in header.items():
+        if name == "__metadata__":
+            continue
+        dtype = _SAFETENSORS_DTYPES.get(spec["dtype"])
+        if dtype is None:
+            from safetensors.numpy import load_file
+
+            return load_file(str(path))
+        begin, end = spec["data_offsets"]
+        dt = np.dtype(dtype)
+        arr = np.frombuffer(buf, dtype=dt, count=(end - begin) // dt.itemsize, offset=start + begin)
+        out[name] = arr.reshape(spec["shape"])
+    return out
+
+
 class NumpyBert:
     """BERT encoder + mean pooling + L2 normalisation, in numpy (no torch)."""
 
@@ -124,7 +157,6 @@ class NumpyBert:
 
     def __init__(self, model_dir: Path) -> None:
         import numpy as np
-        from safetensors.numpy import load_file
         from tokenizers import Tokenizer
 
         self._np = np
@@ -136,7 +168,7 @@ class NumpyBert:
             max_len = int(json.loads(sbert.read_text()).get("max_seq_length", max_len))
         self.heads = int(cfg["num_attention_heads"])
         self.eps = float(cfg.get("layer_norm_eps", 1e-12))
-        weights = load_file(str(model_dir / "model.safetensors"))
+        weights = map_safetensors(model_dir / "model.safetensors")
         self.tokenizer = Tokenizer.from_file(str(model_dir / "tokenizer.json"))
         self.tokenizer.enable_truncation(max_len)
         self.tokenizer.enable_padding(pad_id=int(cfg.get("pad_token_id", 0)))
@@ -154,12 +186,13 @@ class NumpyBert:
             p = f"encoder.layer.{i}."
             qkv = np.concatenate([w(p + f"attention.self.{n}.weight") for n in ("query", "key", "value")], 0)
             qkv_b = np.concatenate([w(p + f"attention.self.{n}.bias") for n in ("query", "key", "value")])
+            # Transposed views, not copies: BLAS multiplies by a transposed matrix directly.
             self.layers.append((
-                np.ascontiguousarray(qkv.T), qkv_b,
-                np.ascontiguousarray(w(p + "attention.output.dense.weight").T), w(p + "attention.output.dense.bias"),
+                qkv.T, qkv_b,
+                w(p + "attention.output.dense.weight").T, w(p + "attention.output.dense.bias"),
                 w(p + "attention.output.LayerNorm.weight"), w(p + "attention.output.LayerNorm.bias"),
-                np.ascontiguousarray(w(p + "intermediate.dense.weight").T), w(p + "intermediate.dense.bias"),
-                np.ascontiguousarray(w(p + "output.dense.weight").T), w(p + "output.dense.bias"),
+                w(p + "intermediate.dense.weight").T, w(p + "intermediate.dense.bias"),
+                w(p + "output.dense.weight").T, w(p + "output.dense.bias"),
                 w(p + "output.LayerNorm.weight"), w(p + "output.LayerNorm.bias"),
             ))
 

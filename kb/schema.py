@@ -24,7 +24,8 @@ StructureId = Annotated[int, PField(ge=0, le=4)]
 
 
 class _Model(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=False, populate_by_name=True)
+    # defer_build: a model's validator is built on its first use, not at import (a query never uses some)
+    model_config = ConfigDict(extra="forbid", frozen=False, populate_by_name=True, defer_build=True)
 
 
 class Provenance(_Model):

@@ -34,7 +34,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-from pydantic import BaseModel
+from pydantic import BaseModel, ConfigDict
 
 from kernelskill.errors import KernelskillError
 from kernelskill.kb.doc_vectors import DEFAULT_MAX_DOCS, DocVectors, write_mirror
@@ -87,6 +87,8 @@ MODELS: dict[str, type[KBObject]] = dict(SECTIONS)
 
 
 class DocHit(BaseModel):
+    model_config = ConfigDict(defer_build=True)  # built on first use, not at import
+
     id: str
     method: str
     title: str
@@ -96,6 +98,8 @@ class DocHit(BaseModel):
 
 
 class IngestReport(BaseModel):
+    model_config = ConfigDict(defer_build=True)  # built on first use, not at import
+
     changed: bool
     content_hash: str
     previous_hash: str | None
@@ -107,6 +111,8 @@ class IngestReport(BaseModel):
 
 
 class DriftReport(BaseModel):
+    model_config = ConfigDict(defer_build=True)  # built on first use, not at import
+
     in_sync: bool
     duckdb_hash: str | None
     chroma_hash: str | None

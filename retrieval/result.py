@@ -10,7 +10,8 @@ Value = bool | int | float | str | None
 
 
 class _Model(BaseModel):
-    model_config = ConfigDict(extra="forbid")
+    # defer_build: a model's validator is built on its first use, not at import (a query never uses some)
+    model_config = ConfigDict(extra="forbid", defer_build=True)
 
 
 class TraceStep(_Model):
