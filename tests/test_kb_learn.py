@@ -145,3 +145,17 @@ def test_bad_input_changes_nothing(learned_home: dict, tmp_path: Path) -> None:
     out = _cli("kb", "learn", str(seed_only), "--home", str(home))
     assert "nothing to learn" in out
     assert _store_state(home) == before
+
+
+def test_a_failed_vector_write_leaves_no_row(learned_home: dict, tmp_path: Path, monkeypatch) -> None:
+    [rec] = LearnedStore(learned_home["home"] / "kb").records()
+    store = LearnedStore(tmp_path / "kb")
+
+    class FullDisk:  # Chroma failing after the DuckDB commit
+        def upsert(self, **_: object) -> None:
+            raise OSError("no space left on device")
+
+    monkeypatch.setattr(store, "_coll", lambda: FullDisk())
+    with pytest.raises(OSError, match="no space"):
+        store.add([rec])
+    assert store.count() == 0  # all or nothing: the rows went with the vectors

@@ -89,7 +89,7 @@ class KBRetriever:
         settings = self.settings if self.settings is not None else load_settings()
         try:
             found = learned_for(raw, kernel.read_text(), settings)
-        except (KernelskillError, OSError) as exc:  # a broken learned store never stops a query
+        except Exception as exc:  # noqa: BLE001 - a broken learned store (DuckDB, Chroma) never stops a query
             log.warning("learned evidence left out: %s", exc)
             return
         for method in raw.get("permitted") or []:
