@@ -18,9 +18,11 @@ def eval_config(ctx: Ctx, baseline: str, trials: int | None, policy: str | None,
     from kernelskill.pipeline.harness.config import eval_config as harness_eval_config
 
     settings = ctx.settings()
+    # one candidate per process: no worker to start ahead for a next one
     return harness_eval_config(settings.harness.model_dump(), protocol=protocol,
                                cache_dir=str(settings.cache_dir / "builds"), baseline=baseline,
-                               timing_trials=trials, library_policy=policy, run_timeout_s=timeout)
+                               timing_trials=trials, library_policy=policy, run_timeout_s=timeout,
+                               ready_workers=False)
 
 
 def _ms(value: float | None, iqr: float | None = None) -> str:
