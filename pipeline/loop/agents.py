@@ -159,10 +159,31 @@ def check_answer(expects: dict[str, Any], text: str) -> str:
         if value is None:
             return reason
         allowed = expects.get("method_in")
+        if "plans" in (expects.get("schema") or {}).get("properties", {}):  # the search's several plans
+            return plans_problem(value, allowed, int(expects.get("plans_wanted") or 1))
         if allowed is not None and value.get("method") not in allowed:
             return f"`{value.get('method')}` is not in the permitted list; choose one of: {', '.join(allowed)}"
         return ""
     return "" if text.strip() else "the answer was empty"
+
+
+def plans_problem(value: dict[str, Any], allowed: list[str] | None, wanted: int) -> str:
+    """Why a planner's ``{"plans": [...]}`` answer is not usable ("" when it is): at most ``wanted`` plans,
+    each method from ``allowed`` (when given), and no method twice while enough distinct ones are allowed."""
+    plans = value.get("plans") or []
+    if not plans:
+        return "no plans in the answer"
+    if len(plans) > wanted:
+        return f"{len(plans)} plans; at most {wanted} were asked for"
+    methods = [str(p.get("method")) for p in plans]
+    if allowed is not None:
+        bad = [m for m in methods if m not in allowed]
+        if bad:
+            return f"`{bad[0]}` is not in the permitted list; choose from: {', '.join(allowed)}"
+    distinct = len(allowed) if allowed is not None else wanted
+    if len(set(methods)) < len(methods) and len(set(methods)) < min(distinct, len(methods)):
+        return "a method appears twice while other methods are permitted; give each plan its own method"
+    return ""
 
 
 class CodeAnswer(BaseModel):
@@ -210,17 +231,21 @@ class Agents:
 
     def plan_messages(self, *, task_source: str, kernel_source: str, parent_speedup: float,
                       query: dict[str, Any], permitted: list[dict[str, Any]], filtered: dict[str, str],
-                      memory: dict[str, Any], rejection: str = "") -> list[dict[str, str]]:
+                      memory: dict[str, Any], rejection: str = "", plans_wanted: int = 1,
+                      paid: dict[str, str] | None = None) -> list[dict[str, str]]:
+        """``plans_wanted`` > 1: the search's ask for several plans at once (``partials/plans.j2``), with the
+        methods that ``paid`` on another candidate of the search."""
         if self.knowledge == "none":  # no diagnosis, methods or evidence: only the code, the GPU and the memory
             return self._messages("planner", "planner_free.j2", task_source=task_source, kernel_source=kernel_source,
                                   parent_speedup=parent_speedup, filtered=filtered, memory=memory,
-                                  rejection=rejection)
+                                  rejection=rejection, plans_wanted=plans_wanted, paid=paid or {}, permitted=[])
         evidence = sorted((m for m in permitted if (m.get("measured") or {}).get("speedup")),
                           key=lambda m: (-((m.get("example") or {}).get("similarity") or 0.0), m["id"]))
         return self._messages("planner", task_source=task_source, kernel_source=kernel_source,
                               parent_speedup=parent_speedup, query=query, permitted=permitted,
                               full_methods=FULL_GUIDANCE_METHODS, evidence=evidence, filtered=filtered,
-                              forbidden=query.get("forbidden", []), memory=memory, rejection=rejection)
+                              forbidden=query.get("forbidden", []), memory=memory, rejection=rejection,
+                              plans_wanted=plans_wanted, paid=paid or {})
 
     def optimize_messages(self, *, task_source: str, kernel_source: str, method: dict[str, Any],
                           plan: PlanDecision, memory: dict[str, Any]) -> list[dict[str, str]]:

@@ -31,6 +31,7 @@ from kernelskill.pipeline.loop.adapters import LoopEvaluator, Retriever, eval_vi
 from kernelskill.pipeline.loop.agents import Agents, PlanDecision
 from kernelskill.pipeline.loop.llm import LLMClient
 from kernelskill.pipeline.loop.memory import HARNESS_FAILURE, Attempt, Memory, Repair, diff_summary
+from kernelskill.pipeline.loop.search import Candidate, Search, search_enabled
 from kernelskill.pipeline.runs import SIDE, Paused, Run, gpu_request, markdown_report, run_gpu_step
 from kernelskill.pipeline.runs.report import spend
 
@@ -47,22 +48,14 @@ class LoopOptions(LoopSettings):
     to one invocation. All but ``stop_before`` are kept in the run's manifest, so a resume keeps them."""
 
     stop_before: list[str] = Field(default_factory=list)  # "gpu" and/or "llm"
+    # a manifest written before the search existed resumes on the single path, whatever [loop] says now
+    candidates_per_round: int = Field(default=1, ge=1)
+    frontier: int = Field(default=1, ge=1)
 
     @classmethod
     def from_settings(cls, settings: LoopSettings, **overrides: Any) -> LoopOptions:
         """The settings with the given fields replaced (``None`` keeps the setting)."""
         return cls(**(settings.model_dump() | {k: v for k, v in overrides.items() if v is not None}))
-
-
-class Candidate(BaseModel):
-    step: str
-    path: str  # relative to the run folder
-    round: int
-    branch: str
-    parent: str | None = None
-    method: str | None = None
-    result: dict[str, Any] = Field(default_factory=dict)
-    accepted: bool = False
 
 
 class LoopResult(BaseModel):
@@ -156,6 +149,9 @@ class Loop:
                               rounds_done=self._round, trajectory=self.trajectory(), **self._spend())
 
     def _execute(self) -> LoopResult:
+        if search_enabled(self.options):  # K candidates per round from a frontier of F (pipeline/loop/search.py)
+            Search(self).run()
+            return self._finish()
         fix_target: Candidate | None = None
         repairs_in_chain = 0
         harness_failures = 0  # in a row

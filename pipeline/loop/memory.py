@@ -105,6 +105,17 @@ class Memory:
                 out[a.method] = f"round {a.round}: {why}"
         return {m: why for m, why in out.items() if m not in succeeded}
 
+    def paid_methods(self, parent: str) -> dict[str, str]:
+        """method -> where it paid on another parent (correct, accepted, faster than that parent): the
+        search offers these first to a frontier member that has not tried them."""
+        out: dict[str, str] = {}
+        tried = {a.method for a in self.attempts if a.parent == parent and a.method}
+        for a in self.attempts:
+            if (a.branch in ("optimize", "repair") and a.parent != parent and a.method and not a.failed
+                    and a.method not in tried):
+                out[a.method] = f"round {a.round}: {a.speedup or 0.0:.2f}x from {a.parent}"
+        return out
+
     def view(self, last: int = 12) -> dict[str, Any]:
         """What the templates show: the latest attempts and repairs, oldest first."""
         return {

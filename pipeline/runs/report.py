@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+from pathlib import Path
 from typing import Any
 
 from kernelskill.pipeline.runs import html as page
@@ -100,6 +101,14 @@ def markdown_report(run: Run) -> str:
         lines.append("| " + " | ".join(_cell(v) for v in (
             a["round"], a["branch"], a.get("method"), a.get("parent"), a["result_class"], a.get("speedup"),
             "accepted" if a.get("accepted") else "kept", planner, a.get("review"))) + " |")
+    rounds = round_rows(run)
+    if rounds:
+        lines += ["", "## Rounds", "", "| round | candidates | correct | best | methods that paid | frontier after |",
+                  "|---:|---:|---:|---:|---|---|"]
+        for row in rounds:
+            lines.append("| " + " | ".join(_cell(v) for v in (
+                row["round"], row["candidates"], row["correct"], row["best"], ", ".join(row["paid"]),
+                ", ".join(row["frontier"]))) + " |")
     repairs = [e["data"] for e in events if e["type"] == "diagnosis"]
     if repairs:
         lines += ["", "## Repairs", "", "| candidate | error class | root cause | fix |", "|---|---|---|---|"]
@@ -120,6 +129,20 @@ def markdown_report(run: Run) -> str:
             lines.append("| " + " | ".join(_cell(v) for v in (e["step"], d.get("candidate"), d.get("status"),
                                                                 d.get("stage"), timings)) + " |")
     return "\n".join(lines) + "\n"
+
+
+def round_rows(run: Run) -> list[dict[str, Any]]:
+    """Per round of a search (several candidates per round; the loop's ``round`` notes): candidates, correct
+    ones, the round's best speedup, the methods that paid (accepted) and the frontier after it. Empty for a
+    single-path run."""
+    out = []
+    for e in run.log.of_type("round"):
+        d = e["data"]
+        out.append({"round": d.get("round"), "candidates": d.get("candidates"), "correct": d.get("correct"),
+                    "best": d.get("best"), "paid": list(d.get("paid") or []),
+                    "frontier": [Path(f["candidate"]).stem + (f" ({f['speedup']:.2f}x)" if f.get("speedup") else "")
+                                 for f in d.get("frontier") or []]})
+    return out
 
 
 # The HTML page ------------------------------------------------------------------------------------
@@ -182,7 +205,7 @@ def report_data(run: Run) -> dict[str, Any]:
                 best_so_far[-1]["speedup"] = best
             else:
                 best_so_far.append({"round": r["round"], "speedup": best})
-    return {"summary": summary(run), "candidates": rows, "best_so_far": best_so_far}
+    return {"summary": summary(run), "candidates": rows, "best_so_far": best_so_far, "rounds": round_rows(run)}
 
 
 def html_report(run: Run, data: dict[str, Any] | None = None) -> str:
@@ -225,10 +248,15 @@ def html_report(run: Run, data: dict[str, Any] | None = None) -> str:
                             table_id="candidates", digits=4,
                             row_classes=["accepted" if r["accepted"] else "failed" if r["speedup"] is None else ""
                                          for r in rows])
-    return page.page(f"kernelskill run {s['id']}", [
-        page.section("Summary", page.summary_html(facts), section_id="summary"),
-        page.section("Speedup by round", plot, section_id="speedup"),
-        page.section("Candidates", table, section_id="candidates-section")],
+    sections = [page.section("Summary", page.summary_html(facts), section_id="summary"),
+                page.section("Speedup by round", plot, section_id="speedup")]
+    if data.get("rounds"):  # a search: what each round made
+        sections.append(page.section("Rounds", page.table_html(
+            ["round", "candidates", "correct", "best", "methods that paid", "frontier after"],
+            [[r["round"], r["candidates"], r["correct"], r["best"], ", ".join(r["paid"]), ", ".join(r["frontier"])]
+             for r in data["rounds"]], table_id="rounds", digits=3), section_id="rounds-section"))
+    sections.append(page.section("Candidates", table, section_id="candidates-section"))
+    return page.page(f"kernelskill run {s['id']}", sections,
         subtitle=f"task {s['task']}; {s['status']}", data=data,
         footer="kernelskill: every number comes from the run's events.jsonl; candidate ms and eager ms are "
                "medians of the timed trials, IQR their interquartile range.")
