@@ -133,8 +133,8 @@ def test_cli_eval_json_and_exit_codes(tmp_path):
     res = runner.invoke(main, ["--home", str(home), "eval", ADD, str(CASES / "cpu" / "good_add.py"),
                                "--json", "--trials", "3"])
     assert res.exit_code == 0, res.output
-    data = json.loads(res.output)
+    data = json.loads(res.stdout)  # progress lines go to stderr; stdout is the JSON document alone
     assert data["result"]["status"] == "ok" and data["result"]["speedup"] > 0
     res = runner.invoke(main, ["--home", str(home), "eval", str(CASES / "cpu" / "good_add.py"),
                                str(CASES / "cpu" / "good_add.py")])
-    assert res.exit_code == 2 and "task must define Model" in res.output
+    assert res.exit_code == 2 and "not a KernelBench task" in res.output and "it is a candidate" in res.output
