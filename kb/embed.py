@@ -452,5 +452,11 @@ class Embedder:
     def encode(self, texts: Sequence[str]) -> list[list[float]]:
         return self.encode_array(texts).tolist()
 
+    def cached_vector(self, text: str) -> list[float] | None:
+        """``text``'s vector when the cache has it, read without numpy or the model; else None."""
+        key = EmbeddingCache.key(self.model_key, text)
+        raw = self.cache.get_many([key]).get(key)
+        return memoryview(raw).cast("f").tolist() if raw is not None else None
+
     def encode_one(self, text: str) -> list[float]:
         return self.encode([text])[0]

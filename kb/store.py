@@ -6,7 +6,7 @@ Layout of ``kb_dir``::
     db/kb-*.duckdb          one immutable DuckDB file per ingested version (current + previous kept)
     chroma/                 Chroma PersistentClient; collection ``skill_docs``; its metadata records the
                             content hash that the vectors are known to match
-    vectors/<hash>.npz      the same doc vectors for exact numpy search without Chroma (``doc_vectors``)
+    vectors/<hash>.vec      the same doc vectors, for exact search without Chroma (``doc_vectors``)
     embed_cache.sqlite      sentence vectors by sha256(model, text)
     .write.lock             writers take it (flock); readers never wait
 
@@ -564,8 +564,10 @@ class KBStore:
             return []
         mirror = self.doc_vectors()
         if mirror is not None:
-            vec = self.embedder.encode_array([text])
-            found = mirror.search(vec[0], k, methods, bottleneck=bottleneck, tier=tier, structure=structure)
+            vec = self.embedder.cached_vector(text)  # a text seen before: no numpy, no model
+            if vec is None:
+                vec = self.embedder.encode_array([text])[0]
+            found = mirror.search(vec, k, methods, bottleneck=bottleneck, tier=tier, structure=structure)
             return self._hits([i for i, _ in found], [d for _, d in found], None)
         coll = self._coll()
         if coll is None:

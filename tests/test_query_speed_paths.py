@@ -1,7 +1,7 @@
-"""The fast paths of a cold query give the answers of the slow ones: the exact numpy search over the doc
-vectors' mirror returns what Chroma returns (same ids, same order, same distances), on the bundled KB
-through a real store (DuckDB file, Chroma collection, bundled MiniLM); and a query in a new process
-imports neither chromadb nor torch."""
+"""The fast paths of a cold query give the answers of the slow ones: the exact search over the doc
+vectors' mirror, in plain Python and in numpy, returns what Chroma returns (same ids, same order, same
+distances), on the bundled KB through a real store (DuckDB file, Chroma collection, bundled MiniLM); and
+a query in a new process imports neither chromadb nor torch (nor numpy, for a query text seen before)."""
 
 from __future__ import annotations
 
@@ -13,6 +13,7 @@ from pathlib import Path
 import pytest
 
 from kernelskill.config import load_settings
+from kernelskill.kb import doc_vectors
 from kernelskill.kb.doc_vectors import MIRROR_DIR, DocVectors, mirror_path
 from kernelskill.kb.store import KBStore
 
@@ -66,7 +67,9 @@ def _filters(store: KBStore) -> list[dict]:
     ]
 
 
-def test_exact_search_returns_what_chroma_returns(stores) -> None:
+@pytest.mark.parametrize("pure_rows", [doc_vectors.PURE_PYTHON_ROWS, 0], ids=["python", "numpy"])
+def test_exact_search_returns_what_chroma_returns(stores, pure_rows: int, monkeypatch) -> None:
+    monkeypatch.setattr(doc_vectors, "PURE_PYTHON_ROWS", pure_rows)
     exact, chroma = stores
     assert exact.doc_vectors() is not None, "an ingest writes the mirror"
     assert chroma.doc_vectors() is None, "exact_search_max_docs = 0 turns the mirror off"
@@ -122,7 +125,8 @@ def test_missing_mirror_falls_back_to_chroma_and_ingest_writes_it_back(tmp_path:
 def _cold(home: Path, body: str) -> dict:
     script = ("import json, sys\nimport kernelskill\nfrom kernelskill.config import load_settings\n"
               f"settings = load_settings(home={str(home)!r})\n{body}\n"
-              "print(json.dumps({m: m in sys.modules for m in ('chromadb', 'torch', 'sentence_transformers')}))")
+              "print(json.dumps({m: m in sys.modules for m in ('chromadb', 'torch', 'sentence_transformers', "
+              "'numpy')}))")
     out = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, cwd=ROOT, timeout=300)
     assert out.returncode == 0, out.stderr[-2000:]
     return json.loads(out.stdout.strip().splitlines()[-1])
@@ -132,11 +136,13 @@ def test_a_cold_query_imports_neither_chromadb_nor_torch(home: Path) -> None:
     kb_dir = load_settings(home=home).kb_dir
     for e in MANIFEST[:2]:
         for profile in (EX / e["profile"], None):
-            (kb_dir / "search_cache.sqlite").unlink(missing_ok=True)  # the search itself must run
             body = (f"r = kernelskill.query({str(EX / e['kernel'])!r}, profile={str(profile) if profile else None!r}, "
                     "settings=settings)\nassert r.permitted and any(p.docs for p in r.permitted)")
-            loaded = _cold(home, body)
-            assert loaded == {"chromadb": False, "torch": False, "sentence_transformers": False}, (e["kernel"], profile)
+            for seen in (False, True):  # a new query text (MiniLM encodes it), then the same text again
+                (kb_dir / "search_cache.sqlite").unlink(missing_ok=True)  # the search itself must run
+                loaded = _cold(home, body)
+                assert loaded == {"chromadb": False, "torch": False, "sentence_transformers": False,
+                                  "numpy": not seen}, (e["kernel"], profile, seen)
 
 
 def test_a_cold_cli_query_imports_neither_chromadb_nor_torch(home: Path) -> None:
@@ -144,4 +150,5 @@ def test_a_cold_cli_query_imports_neither_chromadb_nor_torch(home: Path) -> None
     args = ["query", str(EX / e["kernel"]), "--profile", str(EX / e["profile"]), "--json", "--home", str(home)]
     body = ("from kernelskill.cli import main\n"
             f"try:\n    main({args!r})\nexcept SystemExit as exc:\n    assert not exc.code, exc.code\n")
-    assert _cold(home, body) == {"chromadb": False, "torch": False, "sentence_transformers": False}
+    loaded = _cold(home, body)
+    assert (loaded["chromadb"], loaded["torch"], loaded["sentence_transformers"]) == (False, False, False)
