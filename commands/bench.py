@@ -196,6 +196,10 @@ def bench() -> None:
               help="compile also times torch.compile, so the report compares against both.")
 @click.option("--knowledge", type=click.Choice(["kb", "none"]), default=None,
               help="kb: plan from the knowledge base; none: the ablation arm, no retrieval.")
+@click.option("--candidates", "candidates", type=click.IntRange(1, 64), default=None, metavar="K",
+              help="Candidates per round of each run, evaluated as one batch (loop.candidates_per_round).")
+@click.option("--frontier", "frontier", type=click.IntRange(1, 64), default=None, metavar="F",
+              help="Best correct candidates each round expands (loop.frontier).")
 @click.option("--llm", "provider", type=click.Choice(["openai", "replay", "exchange"]), default=None,
               help="exchange: every run posts its LLM steps as files (`bench pending` / `bench answer`).")
 @click.option("--model", default=None)
@@ -218,7 +222,8 @@ def run_cmd(ctx, task_files: tuple[Path, ...], kernelbench: Path | None, levels:
             protocol: str | None, baseline: str, knowledge: str | None, provider: str | None, model: str | None,
             base_url: str | None, stop_before: tuple[str, ...], candidate_format: str | None,
             evaluator_spec: str | None, gpu_slots: int, retriever_spec: str | None, llm_concurrency: int | None,
-            max_active: int | None, no_progress: bool) -> None:
+            max_active: int | None, no_progress: bool, candidates: int | None = None,
+            frontier: int | None = None) -> None:
     """One optimize run per TASK (or per KernelBench problem), all driven together."""
     from kernelskill.commands.optimize import llm_overrides, make_retriever, say_no_gpu
     from kernelskill.commands.optimize import make_llm as checked_llm
@@ -232,10 +237,13 @@ def run_cmd(ctx, task_files: tuple[Path, ...], kernelbench: Path | None, levels:
     refs = _task_refs(task_files, kernelbench, levels, selection)
     proto = _protocol(settings, protocol)
     options = LoopOptions.from_settings(settings.loop, rounds=rounds, knowledge=knowledge,
-                                        candidate_format=candidate_format, stop_before=stops)
+                                        candidate_format=candidate_format, candidates_per_round=candidates,
+                                        frontier=frontier, stop_before=stops)
     identity = {"protocol": proto, "baseline": baseline, "knowledge": getattr(options, "knowledge", "kb"),
                 "candidate_format": options.candidate_format, "model": settings.llm.model,
                 "provider": settings.llm.provider, "rounds": options.rounds}
+    if options.candidates_per_round > 1 or options.frontier > 1:  # a search is another suite than a single path
+        identity |= {"candidates": options.candidates_per_round, "frontier": options.frontier}
     path = _suite_path(ctx, settings, suite_dir, "optimize", refs, identity)
     # every check before any work: tasks (above), protocol, GPU, endpoint. Without a CUDA device the suite
     # behaves like every command that advances a run: LLM steps go on, each run pauses before its GPU step.

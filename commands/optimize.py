@@ -273,6 +273,11 @@ def report_result(ctx: Any, run: Any, result: Any) -> None:
                    "ablation arm, the same loop with no profile, no query and no retrieved knowledge.")
 @click.option("--parent-rule", type=click.Choice(["best", "latest_improving"]), default=None,
               help="Which accepted candidate the next round starts from.")
+@click.option("--candidates", "candidates", type=click.IntRange(1, 64), default=None, metavar="K",
+              help="Candidates written and evaluated per round, as one batch (default from settings: "
+                   "loop.candidates_per_round; 1 is the single path).")
+@click.option("--frontier", "frontier", type=click.IntRange(1, 64), default=None, metavar="F",
+              help="How many of the best correct candidates each round expands (loop.frontier).")
 @click.option("--protocol", default=None, metavar="NAME|FILE",
               help="Evaluation protocol the candidates are judged by and the prompts state: strict, kernelbench "
                    "or a protocol file (default from settings: harness.protocol).")
@@ -284,7 +289,8 @@ def report_result(ctx: Any, run: Any, result: Any) -> None:
 def optimize(ctx, task: Path | None, rounds: int | None, model: str | None, base_url: str | None,
              provider: str | None, stop_before: tuple[str, ...], resume: str | None, parent_rule: str | None,
              candidate_format: str | None, knowledge: str | None, evaluator_spec: str | None,
-             retriever_spec: str | None, protocol: str | None = None) -> None:
+             retriever_spec: str | None, protocol: str | None = None, candidates: int | None = None,
+             frontier: int | None = None) -> None:
     """Optimize a KernelBench-format TASK with the closed loop (or --resume RUN_ID)."""
     from kernelskill.pipeline.loop import LoopOptions, validate_task
     from kernelskill.pipeline.runs import RunStore
@@ -309,6 +315,7 @@ def optimize(ctx, task: Path | None, rounds: int | None, model: str | None, base
         validate_task(task)
         options = LoopOptions.from_settings(settings.loop, rounds=rounds, parent_rule=parent_rule,
                                             candidate_format=candidate_format, knowledge=knowledge,
+                                            candidates_per_round=candidates, frontier=frontier,
                                             stop_before=stops)
     llm = make_llm(settings, stops)
     retriever = make_retriever(settings, retriever_spec)

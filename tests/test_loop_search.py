@@ -21,6 +21,7 @@ from kernelskill.pipeline.loop.llm import LLMClient
 from kernelskill.pipeline.loop.search import spread
 from kernelskill.pipeline.runs import RunStore
 from kernelskill.pipeline.runs.exchange import Answer, Exchange
+from kernelskill.pipeline.runs.gpu_side import evaluate_pending
 from kernelskill.pipeline.runs.gpu_steps import pending_steps
 from kernelskill.pipeline.runs.report import markdown_report, report_data
 from tests.openai_test_server import ScriptedOpenAI
@@ -238,3 +239,23 @@ def test_kill_mid_batch_then_resume_repeats_nothing(tmp_path: Path) -> None:
                    (json.loads(x) for x in eval_log.read_text().splitlines()))
     repeated = {k: c for k, c in runs.items() if c > 1}
     assert repeated == {json.dumps({"candidate": "r03.optimize.k1.py", "kind": "evaluate"}, sort_keys=True): 2}
+
+
+def test_split_run_pauses_with_the_whole_batch_and_the_gpu_side_evaluates_it_together(tmp_path: Path) -> None:
+    gpu = BatchEvaluator()
+    with ScriptedOpenAI(search_script()) as server:
+        loop, _ = make_loop(tmp_path, server.base_url, rounds=1, stop_before=["gpu"])
+        run_id = loop.run.id
+        waits: list[list[str]] = []
+        for _ in range(12):
+            loop, _ = make_loop(tmp_path, server.base_url, run_id=run_id, rounds=1, stop_before=["gpu"])
+            result = loop.execute()
+            if result.status == "finished":
+                break
+            waits.append([p["id"] for p in pending_steps(loop.run)])
+            evaluate_pending([loop.run], gpu)
+        counts = Counter(server.steps())
+    assert result.status == "finished" and result.best["candidate"] == "candidates/r01.optimize.k2.py"
+    assert ["r01.eval.k1", "r01.eval.k2", "r01.eval.k3"] in waits  # `runs pending` lists the whole batch
+    assert ["r01.optimize.k1.py", "r01.optimize.k2.py", "r01.optimize.k3.py"] in gpu.batches  # evaluated together
+    assert all(c == 1 for c in counts.values())

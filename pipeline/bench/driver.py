@@ -13,7 +13,7 @@ from __future__ import annotations
 import logging
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
@@ -84,6 +84,25 @@ class SuiteEvaluator:
 
     def evaluate(self, task: Path, candidate: Path, *, seed: int | None = None) -> dict[str, Any]:
         return self._job("eval", task, candidate, seed)
+
+    def evaluate_many(self, steps: Sequence[Any], *,
+                      on_result: Callable[[int, dict[str, Any] | None, BaseException | None], None] | None = None
+                      ) -> list[dict[str, Any] | None]:
+        """A search round's candidates (``gpu_side.PendingStep``s of this run) as pool jobs all at once, so they
+        build side by side and spread over every GPU; ``on_result(i, result, error)`` as each one ends. A job
+        not started before the budget's end leaves its step unrecorded: the loop then pauses on it."""
+        self.on_state("gpu")
+        futures = [self.pool.submit(GPUJob(kind="eval", task=self.run.path / s.request["task"],
+                                           candidate=self.run.path / s.request["candidate"], run_dir=self.run.path,
+                                           seed=s.request.get("seed"), tag=f"{self.run.id}:{s.request['step']}"))
+                   for s in steps]
+        out: list[dict[str, Any] | None] = []
+        for i, future in enumerate(futures):
+            error = future.exception()
+            out.append(None if error is not None else future.result())
+            if on_result is not None:
+                on_result(i, out[-1], error)
+        return out
 
     def profile(self, task: Path, candidate: Path) -> dict[str, Any]:
         return self._job("profile", task, candidate, None)

@@ -64,15 +64,16 @@ def find_runs(root: Path) -> list[Run]:
 
 
 def pending_gpu_steps(runs: Iterable[Run]) -> list[PendingStep]:
-    """The GPU step each run is paused before (a run waits for at most one step at a time)."""
+    """The GPU steps each run is paused before: one, or a search round's whole batch (``request["batch"]``)."""
     out = []
     for run in runs:
         waiting = pending_request(run)
         request = (waiting or {}).get("request")
         if not waiting or waiting.get("side") != "gpu" or not request:
             continue
-        if run.log.find(request["step"], request["type"]) is None:
-            out.append(PendingStep(run, request))
+        for one in request.get("batch") or [request]:
+            if run.log.find(one["step"], one["type"]) is None:
+                out.append(PendingStep(run, {k: v for k, v in one.items() if k != "batch"}))
     return out
 
 
@@ -217,11 +218,18 @@ def evaluate_pending(runs: Iterable[Run], evaluator: Any = None, *, profile_ahea
     lock = threading.Lock()
     with contextlib.ExitStack() as stack:
         steps = []
+        locked: dict[str, bool] = {}  # a run paused before a search round's batch holds several steps: one lock
         for step in pending_gpu_steps(runs):
-            try:
-                stack.enter_context(step.run.lock())
-            except KernelskillError as exc:
-                rows.append(_row(step, None, error=f"skipped: {exc}"))
+            if step.run.id not in locked:
+                try:
+                    stack.enter_context(step.run.lock())
+                    locked[step.run.id] = True
+                except KernelskillError as exc:
+                    locked[step.run.id] = False
+                    rows.append(_row(step, None, error=f"skipped: {exc}"))
+                    continue
+            if not locked[step.run.id]:
+                rows.append(_row(step, None, error="skipped: the run is held by another process"))
                 continue
             steps.append(step)
         evals = [s for s in steps if s.request["type"] == "eval"]

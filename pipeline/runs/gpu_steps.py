@@ -73,9 +73,11 @@ def pending_steps(run: Run) -> list[dict[str, Any]]:
     waiting = pending_request(run)
     if waiting and waiting.get("before") not in {p["id"] for p in out}:
         request = waiting.get("request") or {}
-        if waiting.get("side") == "gpu" and request and run.log.find(request["step"], request["type"]) is None:
-            out.append({"id": request["step"], "side": "gpu", "role": request["type"],
-                        "candidate": request.get("candidate"), "seed": request.get("seed")})
+        if waiting.get("side") == "gpu" and request:  # one step, or a search round's batch
+            for one in request.get("batch") or [request]:
+                if run.log.find(one["step"], one["type"]) is None:
+                    out.append({"id": one["step"], "side": "gpu", "role": one["type"],
+                                "candidate": one.get("candidate"), "seed": one.get("seed")})
         elif waiting.get("side") == "llm" and not request:
             out.append({"id": waiting["before"], "side": "llm", "role": None, "prompt": None,
                         "note": "stopped before the LLM side: resume it where the LLM (or the exchange) is"})
