@@ -167,6 +167,8 @@ def print_report(data: dict[str, Any]) -> None:
     for split, s in data["summary"].items():
         cells = [split] + [_fmt(s[c]) for c in cols]
         print("  ".join(c.rjust(w) for c, w in zip(cells, widths, strict=True)))
+    if not data["summary"]["all"]["with_profile"]:
+        print("no committed profiles (tests/data/blind/profiles/): only the static-only columns are measured")
     print()
     print(f"{'kernel':38} {'split':7} {'expected first':52} {'got (profile)':44} {'bottleneck exp / got':52} "
           f"{'got (static)':40} flags")
