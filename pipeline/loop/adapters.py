@@ -4,6 +4,7 @@ normalised views the loop, the prompts and the reports read from what they retur
 
 
 import logging
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any, Protocol
 
@@ -11,6 +12,7 @@ from kernelskill.config import load_settings
 from kernelskill.errors import KernelskillError
 from kernelskill.pipeline.loop.examples import worked_example
 from kernelskill.pipeline.loop.learning import learned_for
+from kernelskill.pipeline.runs.gpu_pool import GPUJob, GPUPool, HarnessBackend
 from kernelskill.retrieval.api import query
 
 log = logging.getLogger(__name__)
@@ -66,6 +68,31 @@ class HarnessEvaluator:
 
         result = profile(task, candidate, self._config())
         return result.to_dict() if hasattr(result, "to_dict") else dict(result)
+
+    def evaluate_many(self, steps: Sequence[Any], *,
+                      on_result: Callable[[int, dict[str, Any] | None, BaseException | None], None] | None = None
+                      ) -> list[dict[str, Any] | None]:
+        """A search round's candidates (``gpu_side.PendingStep``s) through the GPU pool: built side by side on
+        the CPU first, then a worker per visible GPU; ``on_result(i, result, error)`` the moment each ends."""
+        out: list[dict[str, Any] | None] = [None] * len(steps)
+
+        def done(i: int, future: Any) -> None:
+            error = future.exception()
+            out[i] = None if error is not None else future.result()
+            if on_result is not None:
+                on_result(i, out[i], error)
+
+        with GPUPool(HarnessBackend(lambda run_dir, seed: self._config(seed))) as pool:
+            futures = []
+            for i, s in enumerate(steps):
+                future = pool.submit(GPUJob(kind="eval", task=s.run.path / s.request["task"],
+                                            candidate=s.run.path / s.request["candidate"], run_dir=s.run.path,
+                                            seed=s.request.get("seed"), tag=f"{s.run.id}:{s.request['step']}"))
+                future.add_done_callback(lambda f, i=i: done(i, f))
+                futures.append(future)
+            for future in futures:
+                future.exception()  # wait for every job (its callback has run by then)
+        return out
 
 
 class KBRetriever:

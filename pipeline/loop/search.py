@@ -19,6 +19,7 @@ method that paid on one member is offered first (and named) to the others.
 from __future__ import annotations
 
 import inspect
+import logging
 import threading
 from collections.abc import Callable
 from pathlib import Path
@@ -32,6 +33,8 @@ from kernelskill.pipeline.loop.memory import HARNESS_FAILURE, Attempt, Repair, d
 from kernelskill.pipeline.loop.planning import plan_many
 from kernelskill.pipeline.runs import Paused, gpu_request, run_gpu_step
 from kernelskill.pipeline.runs.gpu_side import PendingStep
+
+log = logging.getLogger(__name__)
 
 #: rounds in a row whose every evaluated candidate hit a limit of the harness's own stages before the run stops
 HARNESS_ROUNDS_IN_A_ROW = 2
@@ -156,11 +159,16 @@ class Search:
                         run_gpu_step(loop.run, todo[i], _Measured(result), round_=r)
 
             steps = [PendingStep(loop.run, q) for q in todo]
-            if _accepts(many, "on_result"):
-                many(steps, on_result=record)
-            else:
-                for i, result in enumerate(many(steps)):
-                    record(i, result, None)
+            try:
+                if _accepts(many, "on_result"):
+                    many(steps, on_result=record)
+                else:
+                    for i, result in enumerate(many(steps)):
+                        record(i, result, None)
+            except Paused:
+                raise
+            except Exception as exc:  # noqa: BLE001 - the batch failed as a whole: what it left, one at a time
+                log.warning("the batch of %d evaluations failed (%s); the rest one at a time", len(steps), exc)
         # what the batch left (or every step, without evaluate_many): one at a time, or the pause with all of them
         return self.collect([lambda q=q: loop._gpu(q) for q in requests])
 
