@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -14,8 +15,13 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from click.testing import CliRunner
 
+from kernelskill.cli import main
 from kernelskill.config import LLMSettings
+from kernelskill.pipeline.bench.report import markdown as suite_markdown
+from kernelskill.pipeline.bench.report import suite_report
+from kernelskill.pipeline.bench.suite import Suite
 from kernelskill.pipeline.loop import Loop, LoopOptions
 from kernelskill.pipeline.loop.llm import LLMClient
 from kernelskill.pipeline.loop.search import spread
@@ -25,8 +31,18 @@ from kernelskill.pipeline.runs.gpu_side import evaluate_pending
 from kernelskill.pipeline.runs.gpu_steps import pending_steps
 from kernelskill.pipeline.runs.report import markdown_report, report_data
 from tests.openai_test_server import ScriptedOpenAI
+from tests.test_bench_helpers import responder, write_level
 from tests.test_loop import llm_settings
-from tests.test_loop_helpers import DIAGNOSIS, TASK, ScriptedEvaluator, fenced, kernel, retriever, review
+from tests.test_loop_helpers import (
+    DIAGNOSIS,
+    TASK,
+    ScriptedEvaluator,
+    fenced,
+    kernel,
+    permitted_in,
+    retriever,
+    review,
+)
 
 ROOT = Path(__file__).resolve().parents[1]
 OPTIONS = {"rounds": 3, "candidates_per_round": 3, "frontier": 2, "repairs_per_candidate": 1}
@@ -259,3 +275,32 @@ def test_split_run_pauses_with_the_whole_batch_and_the_gpu_side_evaluates_it_tog
     assert ["r01.eval.k1", "r01.eval.k2", "r01.eval.k3"] in waits  # `runs pending` lists the whole batch
     assert ["r01.optimize.k1.py", "r01.optimize.k2.py", "r01.optimize.k3.py"] in gpu.batches  # evaluated together
     assert all(c == 1 for c in counts.values())
+
+
+def test_bench_suite_as_a_search_reports_its_rounds(tmp_path: Path) -> None:
+    def answer(step: str, role: str, body: dict[str, Any]) -> Any:
+        prompt = body["messages"][-1]["content"]
+        wanted = re.search(r"Propose up to\s+(\d+)", prompt)
+        if role == "planner" and wanted:
+            ids = permitted_in(prompt)
+            return plans(*[(m, f"apply {m}") for m in ids[: int(wanted.group(1))]])
+        return responder(step, role, body)
+
+    write_level(tmp_path / "kb", 1, ["Relu", "Gelu"])
+    helpers = Path(__file__).with_name("test_bench_helpers.py")
+    env = {"OPENAI_API_KEY": "sk-test", "KERNELSKILL_LLM_MODEL": "test-model", "KERNELSKILL_LLM_BACKOFF_S": "0.01",
+           "KS_TEST_EVAL_LOG": str(tmp_path / "evals.log")}
+    with ScriptedOpenAI(responder=answer) as server:
+        out = CliRunner().invoke(main, [
+            "bench", "run", "--kernelbench", str(tmp_path / "kb"), "--level", "1", "--rounds", "2",
+            "--candidates", "3", "--frontier", "2", "--home", str(tmp_path / "home"), "--suite",
+            str(tmp_path / "suite"), "--base-url", server.base_url, "--evaluator",
+            f"{helpers}:CountingEvaluator", "--retriever", f"{helpers}:StandInRetriever", "--gpu-slots", "2",
+            "--no-progress"], env=env)
+        assert out.exit_code == 0, out.output[-3000:]
+    report = suite_report(Suite.open(tmp_path / "suite"))
+    rounds = report["search_rounds"]
+    assert [r["round"] for r in rounds] == [0, 1, 2] and all(r["tasks"] == 2 for r in rounds)
+    assert rounds[1]["candidates"] >= 6  # three per task, plus their repairs
+    assert "## Search rounds" in suite_markdown(report)
+    assert all(t["rounds"] for t in report["tasks"])

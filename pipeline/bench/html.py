@@ -183,8 +183,14 @@ def page(report: dict[str, Any]) -> str:
         _figure(round_line(o["by_round"]), _caption(lab, "Best speedup so far by round: geometric mean over the "
                                                          "tasks correct by that round (dashed line: 1x over eager)")),
     ])
-    return shell_page(f"kernelskill suite {report['suite']}", [
-        section("fast_p, geomean and median speedup", _tables(report), section_id="fast-p-section"),
-        section("Plots", figures, section_id="plots"),
-        section("Per task", _task_table(report), section_id="tasks-section"),
-    ], subtitle=subtitle, data=report, footer="kernelskill bench report")
+    sections = [section("fast_p, geomean and median speedup", _tables(report), section_id="fast-p-section"),
+                section("Plots", figures, section_id="plots")]
+    if report.get("search_rounds"):  # the suite ran as a search: what each round made over the tasks
+        sections.append(section("Search rounds", table_html(
+            ["round", "tasks", "candidates", "correct", "geomean of round bests", "methods that paid (tasks)"],
+            [[r["round"], r["tasks"], r["candidates"], r["correct"], r["geomean_best"],
+              ", ".join(f"{m} {n}" for m, n in r["paid"].items()) or None] for r in report["search_rounds"]],
+            table_id="search-rounds"), section_id="search-rounds-section"))
+    sections.append(section("Per task", _task_table(report), section_id="tasks-section"))
+    return shell_page(f"kernelskill suite {report['suite']}", sections, subtitle=subtitle, data=report,
+                      footer="kernelskill bench report")

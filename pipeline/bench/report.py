@@ -19,6 +19,7 @@ from typing import Any
 
 from kernelskill.pipeline.bench.suite import Suite
 from kernelskill.pipeline.runs import Run
+from kernelskill.pipeline.runs.report import round_rows
 from kernelskill.protocols import load_protocol
 
 P_VALUES = (0.0, 0.5, 0.8, 1.0, 1.5, 2.0)
@@ -41,7 +42,7 @@ def task_row(entry: dict[str, Any], run: Run | None) -> dict[str, Any]:
                            "correct": False, "speedup": None, "speedup_compile": None, "best_round": None,
                            "best_candidate": None, "failure": None, "status": "failed", "error": entry.get("error"),
                            "evals": 0, "tokens": 0, "cost_usd": 0.0, "by_round": {}, "dtype": None, "gpu": None,
-                           "protocol": None, "baseline": None, "verified": False}
+                           "protocol": None, "baseline": None, "verified": False, "rounds": [], "gpu_s": None}
     if entry.get("error"):
         row["failure"] = "bad_input"
         return row
@@ -63,6 +64,11 @@ def task_row(entry: dict[str, Any], run: Run | None) -> dict[str, Any]:
     llm = [e["data"] for e in events if e["type"] == "llm_call"]
     row["tokens"] = sum((d.get("usage") or {}).get("total_tokens", 0) for d in llm)
     row["cost_usd"] = round(sum(d.get("cost_usd", 0.0) for d in llm), 6)
+    row["rounds"] = round_rows(run)  # a search's rounds (candidates, correct, best, methods that paid)
+    worker = [((e["data"].get("result") or {}).get("details") or {}).get("worker_seconds")
+              for e in events if e["type"] in ("eval", "profile")]
+    worker = [w for w in worker if isinstance(w, int | float)]
+    row["gpu_s"] = round(sum(worker), 3) if worker else None  # seconds the harness's workers ran
     evals = [e for e in events if e["type"] == "eval"]
     failed_verify = {e["data"].get("candidate") for e in evals
                      if (e["step"] or "").startswith("verify.") and not (e["data"].get("result") or {}).get("correct")}
@@ -127,6 +133,25 @@ def by_round(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
     return out
 
 
+def search_rounds(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Per round over the tasks run as a search: candidates, correct ones, the geometric mean of each task's
+    best of that round, and how often each method paid (was accepted). Empty for single-path suites."""
+    per: dict[int, dict[str, Any]] = {}
+    for row in rows:
+        for r in row.get("rounds") or []:
+            agg = per.setdefault(r["round"], {"round": r["round"], "tasks": 0, "candidates": 0, "correct": 0,
+                                              "bests": [], "paid": Counter()})
+            agg["tasks"] += 1
+            agg["candidates"] += r["candidates"] or 0
+            agg["correct"] += r["correct"] or 0
+            if r.get("best"):
+                agg["bests"].append(r["best"])
+            agg["paid"].update(r.get("paid") or [])
+    return [{"round": a["round"], "tasks": a["tasks"], "candidates": a["candidates"], "correct": a["correct"],
+             "geomean_best": geomean(a["bests"]), "paid": dict(a["paid"].most_common())}
+            for _, a in sorted(per.items())]
+
+
 def summarize(rows: list[dict[str, Any]]) -> dict[str, Any]:
     correct = [r for r in rows if r["correct"]]
     eager = [r["speedup"] for r in correct]
@@ -179,7 +204,7 @@ def suite_report(suite: Suite) -> dict[str, Any]:
             "options": manifest.get("options", {}), "labels": _labels(rows, manifest.get("options", {})),
             "overall": summarize(rows), "levels": {str(lv): summarize([r for r in rows if r["level"] == lv])
                                                    for lv in levels},
-            "tasks": rows, "p_values": list(P_VALUES)}
+            "tasks": rows, "p_values": list(P_VALUES), "search_rounds": search_rounds(rows)}
 
 
 # markdown -------------------------------------------------------------------------------------------
@@ -220,6 +245,13 @@ def markdown(report: dict[str, Any]) -> str:
         lines.append(f"| {r['task']} | {r['status']} | {'yes' if r['correct'] else 'no'} | {_f(r['speedup'], 'x')} | "
                      f"{_f(r['speedup_compile'], 'x')} | {_f(r['best_round'])} | {failure.replace('|', '/')} | "
                      f"{r['tokens']} | ${r['cost_usd']:.4f} |")
+    if report.get("search_rounds"):
+        lines += ["", "## Search rounds", "", "| round | tasks | candidates | correct | geomean of round bests | "
+                  "methods that paid (tasks) |", "|---:|---:|---:|---:|---:|---|"]
+        for r in report["search_rounds"]:
+            paid = ", ".join(f"{m} {n}" for m, n in r["paid"].items()) or "-"
+            lines.append(f"| {r['round']} | {r['tasks']} | {r['candidates']} | {r['correct']} | "
+                         f"{_f(r['geomean_best'], 'x')} | {paid} |")
     o = report["overall"]
     lines += ["", f"Failure classes: {', '.join(f'{k} {v}' for k, v in o['failures'].items()) or 'none'}. "
               f"Mean best round {_f(o['mean_best_round'])}. Tokens {o['tokens']}, cost ${o['cost_usd']:.4f}.", ""]
