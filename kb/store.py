@@ -38,6 +38,7 @@ from pydantic import BaseModel, ConfigDict
 
 from kernelskill.errors import KernelskillError
 from kernelskill.kb.doc_vectors import DEFAULT_MAX_DOCS, DocVectors, write_mirror
+from kernelskill.kb.lint import lint
 from kernelskill.kb.loader import (
     SECTION_OF_TYPE,
     TYPE_OF_SECTION,
@@ -627,11 +628,10 @@ class KBStore:
         Chroma's recorded hash already equal the new hash."""
         t0 = time.perf_counter()
         if check:
-            from kernelskill.kb.lint import lint
-
             report = lint(skills)
             if report.errors:
-                first = report.errors[0]
+                # name the mistake itself first: a dead end is usually the consequence of another error
+                first = next((e for e in report.errors if e.code != "dead_end"), report.errors[0])
                 more = f" (and {len(report.errors) - 1} more)" if len(report.errors) > 1 else ""
                 raise KernelskillError(f"{first.file}:{first.line}: {first.message}{more}")
         new_hash = skills.content_hash()
