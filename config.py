@@ -91,7 +91,7 @@ class LoopSettings(_Section):
     knowledge: Literal["kb", "none"] = "kb"
     # the search (pipeline/loop/search.py): candidates written and evaluated per round as one batch, the best
     # correct candidates each round expands, and in-round repairs of each broken candidate. 1, 1 (the default)
-    # is the single-path loop; 4, 2 is the search of docs/search.md
+    # is the single-path loop; 4, 2 searches wider (docs/CONTRACTS.md, "Search")
     candidates_per_round: int = Field(default=1, ge=1)
     frontier: int = Field(default=1, ge=1)
     repairs_per_candidate: int = Field(default=1, ge=0)

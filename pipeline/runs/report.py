@@ -72,6 +72,7 @@ def markdown_report(run: Run) -> str:
     events = run.log.events
     attempts = [e["data"] for e in events if e["type"] == "attempt"]
     plans = {e["step"].split(".")[0]: e["data"] for e in events if e["type"] == "plan"}
+    plans_by_parent = {(e["round"], e["data"].get("parent")): e["data"] for e in events if e["type"] == "plan"}
     finished = [e["data"] for e in events if e["type"] == "run_finished"]
     best = finished[-1]["best"] if finished else None
     lines = [f"# kernelskill run {s['id']}", "",
@@ -92,7 +93,8 @@ def markdown_report(run: Run) -> str:
               "| round | branch | method | parent | result | speedup | parent next | planner | review |",
               "|---:|---|---|---|---|---:|---|---|---|"]
     for a in attempts:
-        plan = plans.get(f"r{a['round']:02d}") if a["branch"] == "optimize" else None
+        plan = (plans_by_parent.get((a["round"], a.get("parent"))) or plans.get(f"r{a['round']:02d}")
+                if a["branch"] == "optimize" else None)  # a search plans once per frontier member
         planner = "-"
         if plan:
             planner = f"asked {plan['asks']}x" + (", fallback to top permitted" if plan.get("fallback") else "")
