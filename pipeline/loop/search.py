@@ -22,6 +22,7 @@ import inspect
 import logging
 import threading
 from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
@@ -35,6 +36,9 @@ from kernelskill.pipeline.runs import Paused, gpu_request, run_gpu_step
 from kernelskill.pipeline.runs.gpu_side import PendingStep
 
 log = logging.getLogger(__name__)
+
+#: LLM steps of one phase (a round's plans, candidates, reviews, diagnoses, repairs) in flight at once
+LLM_IN_FLIGHT = 8
 
 #: rounds in a row whose every evaluated candidate hit a limit of the harness's own stages before the run stops
 HARNESS_ROUNDS_IN_A_ROW = 2
@@ -107,18 +111,24 @@ class Search:
         self.options = loop.options
 
     # helpers ---------------------------------------------------------------------------------------
-    @staticmethod
-    def collect(calls: list[Callable[[], Any]]) -> list[Any]:
+    def collect(self, calls: list[Callable[[], Any]], *, llm: bool = False) -> list[Any]:
         """Call each; a call that pauses does not stop the others (so every request of the phase is posted);
-        the first pause is raised after all were tried, carrying every GPU request of the phase."""
-        out: list[Any] = []
-        paused: list[Paused] = []
-        for call in calls:
+        the first pause (in call order) is raised after all were tried, carrying every GPU request of the phase.
+        ``llm``: the calls are independent LLM steps (they neither read nor change what the others change), sent
+        side by side to an API provider; the answers land in call order whatever order they come back in."""
+        def attempt(call: Callable[[], Any]) -> tuple[Any, Paused | None]:
             try:
-                out.append(call())
+                return call(), None
             except Paused as exc:
-                paused.append(exc)
-                out.append(None)
+                return None, exc
+
+        if llm and len(calls) > 1 and getattr(self.loop.llm, "provider", None) == "openai":
+            with ThreadPoolExecutor(max_workers=min(len(calls), LLM_IN_FLIGHT)) as pool:
+                done = list(pool.map(attempt, calls))  # an exception other than a pause is raised here
+        else:
+            done = [attempt(call) for call in calls]
+        out = [value for value, _ in done]
+        paused = [exc for _, exc in done if exc is not None]
         if paused:
             first = paused[0]
             gpu = [p.request for p in paused if p.side == "gpu" and p.request]
@@ -247,7 +257,7 @@ class Search:
                          decision=p, method_info=by_id.get(p.method), base_source=source) for p in plans.plans]
 
         per_member = self.collect([lambda i=i, m=m, n=n, q=q: plan(i, m, n, q)
-                                   for (i, m, n), q in zip(members, queries, strict=True)])
+                                   for (i, m, n), q in zip(members, queries, strict=True)], llm=True)
         slots = [s for group in per_member for s in group]
         for j, s in enumerate(slots, start=1):
             s.step, s.tag = f"r{r:02d}.optimize.k{j}", f"k{j}"
@@ -270,7 +280,7 @@ class Search:
                                             kernel_source=s.base_source or "", method=method, plan=s.decision,
                                             memory=memory)
 
-        self.collect([lambda s=s: one(s) for s in slots])
+        self.collect([lambda s=s: one(s) for s in slots], llm=True)
 
     def judge(self, slots: list[Slot]) -> list[Candidate | None]:
         """Write, evaluate (one batch), review and remember the slots' candidates, in slot order."""
@@ -311,7 +321,7 @@ class Search:
                                       candidate={"step": s.step, "branch": s.branch, "method": s.method},
                                       result=s.candidate.result, parent=parent_view, memory=memory)
 
-        decisions = self.collect([lambda s=s: review(s) for s in with_code])
+        decisions = self.collect([lambda s=s: review(s) for s in with_code], llm=True)
         for s, decision in zip(with_code, decisions, strict=True):
             cand = s.candidate
             assert cand is not None and s.answer is not None
@@ -360,7 +370,7 @@ class Search:
                 loop._note("diagnosis", step, {"candidate": c.path, **d.model_dump()})
                 return d
 
-            diagnoses = self.collect([lambda c=c: diagnose(c) for c in broken])
+            diagnoses = self.collect([lambda c=c: diagnose(c) for c in broken], llm=True)
             slots = []
             for c, d in zip(broken, diagnoses, strict=True):
                 tag = c.step.split(".")[-1] if c.step.split(".")[-1].startswith("k") else "k1"
@@ -376,7 +386,7 @@ class Search:
                                               kernel_source=s.base_source or "", failure=c.result, diagnosis=d,
                                               memory=memory)
 
-            self.collect([lambda s=s, c=c, d=d: repair(s, c, d) for s, c, d in slots])
+            self.collect([lambda s=s, c=c, d=d: repair(s, c, d) for s, c, d in slots], llm=True)
             fixed = self.judge([s for s, _, _ in slots])
             out += fixed
             broken = [c for c in fixed if c is not None and not c.result.get("correct")
