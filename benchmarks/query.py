@@ -10,16 +10,18 @@ Chroma collection + the bundled MiniLM). To keep the set-up affordable the synth
 text from a pool of 1,000 distinct texts, so only 1,000 are encoded; Chroma still indexes N vectors.
 
 Columns:
-- ``query p50/p95 ms``: the full ``query()`` (features, profile import, rules, SQL gating, Chroma
+- ``query p50/p95 ms``: the full ``query()`` (features, profile import, rules, SQL gating, doc
   search, result) over the five examples with and without their profiles, warm process; the query
   text of a repeated situation hits the embedding cache, as the planner's repeated queries do;
 - ``features / profile / decide / rank ms``: medians of the phases;
-- ``fresh search p50 ms``: ``store.search_docs`` with a text never seen before (one MiniLM encode +
-  Chroma), the extra cost of a new situation;
+- ``fresh search p50 ms``: ``store.search_docs`` with a text never seen before (one MiniLM encode + the
+  exact search over the doc vectors' mirror, or Chroma above ``embed.exact_search_max_docs``), the extra
+  cost of a new situation;
 - cold CLI: wall and CPU time of a new process running ``kernelskill query`` once, on a home with the
-  bundled KB (built before, plus one untimed call per kind). Three kinds of call: a repeated situation (its doc search answer is read from
-  ``<kb>/search_cache.sqlite``); a first-seen situation (that cache emptied before each call, so the search
-  runs: exact numpy search over the doc vectors' mirror, or Chroma above ``embed.exact_search_max_docs``);
+  bundled KB (built before, plus one untimed call per kind). Three kinds of call: a repeated situation
+  (its doc search answer is read from ``<kb>/search_cache.sqlite``); a first-seen situation (that cache
+  emptied before each call, so the search runs: exact search over the doc vectors' mirror, or Chroma
+  above ``embed.exact_search_max_docs``);
   a new query text (also its embedding removed from ``<kb>/embed_cache.sqlite``, so MiniLM encodes it).
 Goals on the 2-core CI machine: p50 <= 20 ms at 10k and <= 60 ms at 100k (warm); cold CLI <= 1 s.
 """
@@ -267,7 +269,7 @@ def main() -> None:
     con.print(t)
     con.print("repeat: the same situation again (memoized reads, cached query embedding); first-seen: every "
               "in-process memo cleared before each query (phase columns are its medians); fresh-text search: "
-              "store.search_docs on a text never embedded before (one MiniLM encode + Chroma)")
+              "store.search_docs on a text never embedded before (one MiniLM encode + the exact mirror search)")
     if not args.skip_cold:
         home = work / "home-cold"
         stage("cold CLI: building the bundled KB in its own home")

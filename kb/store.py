@@ -179,7 +179,7 @@ def _doc_metadata(doc: SkillDoc, doc_hash: str, generated: bool) -> dict[str, An
 
 def _metadata(method: str, kind: str, title: str, doc_hash: str, generated: bool, bottlenecks: list[str],
               tiers: list[str], structures: list[int]) -> dict[str, Any]:
-    """A doc's Chroma metadata (also what an exact numpy search returns as a hit's metadata)."""
+    """A doc's Chroma metadata (also what the exact mirror search returns as a hit's metadata)."""
     meta: dict[str, Any] = {"method": method, "kind": kind, "title": title, "doc_hash": doc_hash,
                             "generated": bool(generated), "any_bottleneck": not bottlenecks,
                             "any_tier": not tiers, "any_structure": not structures}
@@ -533,12 +533,12 @@ class KBStore:
 
     # -- vector search ------------------------------------------------------------------------
     def exact_search_limit(self) -> int:
-        """Up to this many docs a search scans the numpy mirror instead of asking Chroma
+        """Up to this many docs a search scans the doc vectors' mirror instead of asking Chroma
         (``embed.exact_search_max_docs``; 0 turns the mirror off)."""
         return int(getattr(self._embed_settings, "exact_search_max_docs", DEFAULT_MAX_DOCS))
 
     def doc_vectors(self) -> DocVectors | None:
-        """The numpy mirror of the current version's doc vectors when a search may use it, else None.
+        """The mirror of the current version's doc vectors when a search may use it, else None.
 
         Only the ``CURRENT`` pointer and the mirror file are read (no DuckDB, no Chroma); the mirror is
         used when it was written for the content hash ``CURRENT`` names and for the embedder's model."""
@@ -558,7 +558,7 @@ class KBStore:
                     structure: int | None = None) -> list[DocHit]:
         """Nearest SkillDocs by cosine distance, filtered by method, and optionally bottleneck / tier /
         structure, where a doc without such tags matches any. Up to ``exact_search_limit()`` docs the
-        search is exact over the numpy mirror (Chroma is not opened); otherwise Chroma answers, filtered
+        search is exact over the vector mirror (Chroma is not opened); otherwise Chroma answers, filtered
         in its ``where``. Text and title come from DuckDB, so a hit that DuckDB no longer has (drift after a
         crash) is dropped."""
         if k <= 0 or methods == []:
@@ -589,7 +589,7 @@ class KBStore:
         return self._hits(res["ids"][0], res["distances"][0], res["metadatas"][0])
 
     def _hits(self, ids: list[str], distances: list[float], metas: list[Any] | None) -> list[DocHit]:
-        """DocHits for the found ids, with text and title from DuckDB (and, for the numpy mirror, the
+        """DocHits for the found ids, with text and title from DuckDB (and, for the vector mirror, the
         metadata Chroma would have returned, rebuilt from the doc's row)."""
         if not ids:
             return []
