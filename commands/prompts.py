@@ -30,7 +30,7 @@ FAILURE_PLACEHOLDER = {"status": "runtime_error", "message": "<the harness's mes
 def render_step(settings: Any, task: Path, *, step: str, candidate: Path | None = None,
                 profile: Path | None = None, knowledge: str = "kb", candidate_format: str = "load_inline",
                 method: str | None = None, result: dict[str, Any] | None = None,
-                parent_speedup: float = 1.0, retriever: Any = None) -> dict[str, Any]:
+                parent_speedup: float = 1.0, retriever: Any = None, plans: int = 1) -> dict[str, Any]:
     """``{step, role, messages, expects}`` of one loop step, built by the loop's own agents and views."""
     from kernelskill.pipeline.loop import KBRetriever, eval_view, query_view
     from kernelskill.pipeline.loop.agents import (
@@ -44,6 +44,7 @@ def render_step(settings: Any, task: Path, *, step: str, candidate: Path | None 
         messages_for,
     )
     from kernelskill.pipeline.loop.memory import Memory
+    from kernelskill.pipeline.loop.planning import plans_schema
     from kernelskill.taskfile import validate_task
 
     task_source = validate_task(task)
@@ -81,9 +82,13 @@ def render_step(settings: Any, task: Path, *, step: str, candidate: Path | None 
     if step == "plan":
         messages = agents.plan_messages(task_source=task_source, kernel_source=kernel_source,
                                         parent_speedup=parent_speedup, query=query, permitted=permitted,
-                                        filtered={}, memory=memory)
+                                        filtered={}, memory=memory, plans_wanted=plans)
         ids = None if knowledge == "none" else [m["id"] for m in permitted]
-        return {"step": step, "role": "planner", "messages": messages, "expects": json_expects(PLAN_SCHEMA, ids)}
+        if plans > 1:  # a search round's ask: several plans in one answer
+            expects = json_expects(plans_schema(), ids) | {"plans_wanted": plans}
+        else:
+            expects = json_expects(PLAN_SCHEMA, ids)
+        return {"step": step, "role": "planner", "messages": messages, "expects": expects}
 
     chosen: dict[str, Any]
     if knowledge == "none":
@@ -131,9 +136,12 @@ def prompts() -> None:
               help="diagnose: the harness's EvalResult JSON for the candidate (default: a placeholder failure).")
 @click.option("--speedup", "parent_speedup", type=float, default=1.0, show_default=True,
               help="plan: the parent's measured speedup over eager.")
+@click.option("--plans", type=click.IntRange(1, 64), default=1, show_default=True,
+              help="plan: how many plans one answer gives (a search round's share of a frontier member).")
 @common_options
 def render(ctx: Any, task: Path, candidate: Path | None, profile: Path | None, step: str | None, knowledge: str,
-           candidate_format: str, method: str | None, result_path: Path | None, parent_speedup: float) -> None:
+           candidate_format: str, method: str | None, result_path: Path | None, parent_speedup: float,
+           plans: int = 1) -> None:
     """Print the exact prompt the loop would send at STEP for TASK, running nothing."""
     result = None
     if result_path is not None:
@@ -146,5 +154,5 @@ def render(ctx: Any, task: Path, candidate: Path | None, profile: Path | None, s
     rendered = render_step(ctx.settings(), task, step=step or ("plan" if candidate else "generate"),
                            candidate=candidate, profile=profile, knowledge=knowledge,
                            candidate_format=candidate_format, method=method, result=result,
-                           parent_speedup=parent_speedup)
+                           parent_speedup=parent_speedup, plans=plans)
     emit(ctx, rendered, lambda r: click.echo(as_text(r), nl=False))

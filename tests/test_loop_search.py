@@ -280,7 +280,7 @@ def test_split_run_pauses_with_the_whole_batch_and_the_gpu_side_evaluates_it_tog
 def test_bench_suite_as_a_search_reports_its_rounds(tmp_path: Path) -> None:
     def answer(step: str, role: str, body: dict[str, Any]) -> Any:
         prompt = body["messages"][-1]["content"]
-        wanted = re.search(r"Propose up to\s+(\d+)", prompt)
+        wanted = re.search(r"Propose up\s+to\s+(\d+)", prompt)
         if role == "planner" and wanted:
             ids = permitted_in(prompt)
             return plans(*[(m, f"apply {m}") for m in ids[: int(wanted.group(1))]])

@@ -35,6 +35,7 @@ CASES: dict[str, list[str]] = {
     "naive_gemm.plan": example("naive_gemm", "naive_gemm_task.py") + ["--step", "plan", "--speedup", "0.42"],
     "naive_gemm.write": example("naive_gemm", "naive_gemm_task.py") + ["--step", "write"],
     "relu_vec4.plan": example("relu_vec4", "relu_task.py") + ["--step", "plan"],
+    "relu_vec4.plan.search": example("relu_vec4", "relu_task.py") + ["--step", "plan", "--plans", "3"],
     "row_softmax.plan": example("row_softmax", "softmax_task.py") + ["--step", "plan"],
     "row_softmax.diagnose": example("row_softmax", "softmax_task.py")
     + ["--step", "diagnose", "--result", f"{DATA}/row_softmax_mismatch.json"],
