@@ -29,7 +29,7 @@ from kernelskill.pipeline.runs import RunStore
 from kernelskill.pipeline.runs.exchange import Answer, Exchange
 from kernelskill.pipeline.runs.gpu_side import evaluate_pending
 from kernelskill.pipeline.runs.gpu_steps import pending_steps
-from kernelskill.pipeline.runs.report import markdown_report, report_data
+from kernelskill.pipeline.runs.report import html_report, markdown_report, report_data
 from tests.openai_test_server import ScriptedOpenAI
 from tests.test_bench_helpers import responder, write_level
 from tests.test_loop import llm_settings
@@ -195,6 +195,16 @@ def test_search_frontier_memory_and_batches(tmp_path: Path) -> None:
     text = markdown_report(loop.run)
     assert "## Rounds" in text and "| 2 | 3 | 3 | 2.000 | kernel_fusion, vectorized_access_16b |" in text
     assert [r["round"] for r in report_data(loop.run)["rounds"]] == [0, 1, 2, 3]
+    assert 'id="rounds"' in html_report(loop.run)
+
+    # replayed into a new run: the same path, the same best, no request to the endpoint, no cost
+    store = RunStore(tmp_path / "runs")
+    again_run = store.create(tmp_path / "relu2.py", {"model": "test-model"})
+    replay = LLMClient.from_settings(LLMSettings(provider="replay", base_url=str(loop.run.path)))
+    again = Loop(again_run, replay, BatchEvaluator(), retriever(), LoopOptions(**OPTIONS)).execute()
+    assert [a["step"] for a in again.trajectory] == [a["step"] for a in result.trajectory]
+    assert again.best["speedup"] == result.best["speedup"] and again.cost_usd == 0.0
+    assert {e["data"]["provider"] for e in again_run.log.of_type("llm_call")} == {"replay"}
 
 
 def test_exchange_posts_every_prompt_of_a_round_at_once(tmp_path: Path) -> None:
