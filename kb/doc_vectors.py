@@ -11,9 +11,9 @@ float32 matrix (little-endian, row ``i`` = ``ids[i]``).
 The file is written to a temporary name and renamed, and a reader uses it only when its content hash is
 the one ``CURRENT`` names and its model is the embedder's, so it always describes exactly the DuckDB
 version being read. Search is exact: cosine distance ``1 - v . q`` over the docs that pass the filters,
-the same distance Chroma's cosine space reports. Up to ``PURE_PYTHON_ROWS`` candidate docs it runs in
-plain Python over a memory map (importing numpy costs 0.1-0.25 s on a loaded 2-core machine, more than
-the search), above that in numpy. Chroma stays the store of record (``kb doctor`` checks it, and KBs
+the same distance Chroma's cosine space reports. In a process that has not imported numpy, up to
+``PURE_PYTHON_ROWS`` candidate docs it runs in plain Python over a memory map (importing numpy costs
+0.1-0.25 s on a loaded 2-core machine, more than the search); otherwise in numpy. Chroma stays the store of record (``kb doctor`` checks it, and KBs
 larger than ``exact_search_max_docs`` still search it).
 
 Importing this module does not import numpy.
@@ -40,6 +40,10 @@ MIRROR_DIR = "vectors"
 MAGIC = b"KSDOCVEC1\n"
 DEFAULT_MAX_DOCS = 50_000  # numpy scans 50k x 384 float32 in a few ms; beyond it Chroma's index pays
 PURE_PYTHON_ROWS = 2_000  # up to this many candidate docs, no numpy (about 10 us per 384-float dot)
+
+
+def _numpy_loaded() -> bool:
+    return "numpy" in sys.modules
 
 
 def mirror_path(kb_dir: Path, content_hash: str) -> Path:
@@ -157,7 +161,8 @@ class DocVectors:
         rows = self._rows(methods, bottleneck, tier, structure)
         if not rows:
             return []
-        if len(rows) <= PURE_PYTHON_ROWS and sys.byteorder == "little" and isinstance(query, list):
+        if (len(rows) <= PURE_PYTHON_ROWS and isinstance(query, list) and sys.byteorder == "little"
+                and not _numpy_loaded()):
             dim = self.dim
             flat = memoryview(self._buf)[self._offset:self._offset + 4 * len(self) * dim].cast("f")
             scored = [(1.0 - sum(map(mul, query, flat[r * dim:(r + 1) * dim])), r) for r in rows]

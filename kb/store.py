@@ -799,6 +799,9 @@ class KBStore:
                 if duck_hash:
                     self._write_doc_vectors(duck_hash)
             report.repaired = True
+        elif repair and duck_hash and DocVectors.load(self.kb_dir, duck_hash, model) is None:
+            with self._write_lock():  # Chroma is fine; only the mirror for exact search is missing
+                self._write_doc_vectors(duck_hash)
         return report
 
     def drifted(self) -> bool:

@@ -70,6 +70,7 @@ def _filters(store: KBStore) -> list[dict]:
 @pytest.mark.parametrize("pure_rows", [doc_vectors.PURE_PYTHON_ROWS, 0], ids=["python", "numpy"])
 def test_exact_search_returns_what_chroma_returns(stores, pure_rows: int, monkeypatch) -> None:
     monkeypatch.setattr(doc_vectors, "PURE_PYTHON_ROWS", pure_rows)
+    monkeypatch.setattr(doc_vectors, "_numpy_loaded", lambda: False)  # this process has numpy already
     exact, chroma = stores
     assert exact.doc_vectors() is not None, "an ingest writes the mirror"
     assert chroma.doc_vectors() is None, "exact_search_max_docs = 0 turns the mirror off"
@@ -104,7 +105,7 @@ def test_mirror_belongs_to_one_content_hash_and_model(home: Path, stores) -> Non
         assert over.doc_vectors() is None, "a KB above the limit searches Chroma"
 
 
-def test_missing_mirror_falls_back_to_chroma_and_ingest_writes_it_back(tmp_path: Path) -> None:
+def test_missing_mirror_falls_back_to_chroma_and_ingest_or_doctor_writes_it_back(tmp_path: Path) -> None:
     from kernelskill.kb.curate import bundled_skills_dir
     from kernelskill.kb.loader import load_skills
 
@@ -120,6 +121,9 @@ def test_missing_mirror_falls_back_to_chroma_and_ingest_writes_it_back(tmp_path:
         without = store.search_docs(QUERIES[0], k=4)
         assert [h.id for h in without] == [h.id for h in with_mirror]
         assert not store.ingest(skills).changed and path.is_file(), "an unchanged ingest writes a missing mirror"
+        path.unlink()
+        report = store.doctor(repair=True)
+        assert report.in_sync and path.is_file(), "kb doctor --repair writes a missing mirror"
 
 
 def _cold(home: Path, body: str) -> dict:
