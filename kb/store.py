@@ -613,6 +613,9 @@ class KBStore:
         """Mirror the current version's doc vectors for exact search (all cached by the embedder after an
         ingest, so nothing is encoded again). A failure only costs speed: searches fall back to Chroma."""
         try:
+            count = int(self._db().execute("SELECT count(*) FROM docs").fetchone()[0])
+            if count > self.exact_search_limit():  # searches go to Chroma: a mirror would not be read
+                return
             rows = self._db().execute("SELECT id, method, title, text, bottlenecks, tiers, structures FROM docs "
                                       "ORDER BY id").fetchall()
             vecs = self.embedder.encode_array([embed_text(r[2], r[3]) for r in rows])
