@@ -23,7 +23,9 @@ from kernelskill.pipeline.bench.report import markdown as suite_markdown
 from kernelskill.pipeline.bench.report import suite_report
 from kernelskill.pipeline.bench.suite import Suite
 from kernelskill.pipeline.loop import Loop, LoopOptions
+from kernelskill.pipeline.loop.agents import check_answer, json_expects
 from kernelskill.pipeline.loop.llm import LLMClient
+from kernelskill.pipeline.loop.planning import plans_schema
 from kernelskill.pipeline.loop.search import spread
 from kernelskill.pipeline.runs import RunStore
 from kernelskill.pipeline.runs.exchange import Answer, Exchange
@@ -314,3 +316,14 @@ def test_bench_suite_as_a_search_reports_its_rounds(tmp_path: Path) -> None:
     assert rounds[1]["candidates"] >= 6  # three per task, plus their repairs
     assert "## Search rounds" in suite_markdown(report)
     assert all(t["rounds"] for t in report["tasks"])
+
+
+def test_a_plans_answer_is_checked_like_the_planner_checks_it() -> None:
+    expects = json_expects(plans_schema(), ["a", "b", "c"]) | {"plans_wanted": 2}
+    assert check_answer(expects, plans(("a", "x"), ("b", "y"))) == ""
+    assert "not in the permitted list" in check_answer(expects, plans(("a", "x"), ("z", "y")))
+    assert "at most 2" in check_answer(expects, plans(("a", "x"), ("b", "y"), ("c", "z")))
+    assert "appears twice" in check_answer(expects, plans(("a", "x"), ("a", "y")))
+    assert check_answer(expects, json.dumps({"plans": []})) == "no plans in the answer"
+    one = json_expects(plans_schema(), ["a"]) | {"plans_wanted": 2}
+    assert check_answer(one, plans(("a", "x"), ("a", "a variant"))) == ""  # one method permitted: two variants
