@@ -189,7 +189,7 @@ class Search:
         seed = loop._new_candidate(loop._generate(0))
         if seed is not None:
             self.repair_waves([seed])
-        self.round_note(0, ["r00.generate"])
+        self.round_note(0)
         harness_rounds = 0
         for r in range(1, self.options.rounds + 1):
             loop._round = r
@@ -204,7 +204,7 @@ class Search:
             self.write(slots, "optimize" if frontier else "generate")
             made = self.judge(slots)
             made += self.repair_waves([c for c in made if c is not None])
-            self.round_note(r, [s.step for s in slots])
+            self.round_note(r)
             evaluated = [c for c in made if c is not None]
             harness_rounds = harness_rounds + 1 if evaluated and all(
                 c.result.get("harness_failure") for c in evaluated) else 0
@@ -283,7 +283,7 @@ class Search:
         self.collect([lambda s=s: one(s) for s in slots], llm=True)
 
     def judge(self, slots: list[Slot]) -> list[Candidate | None]:
-        """Write, evaluate (one batch), review and remember the slots' candidates, in slot order."""
+        """Store, evaluate (one batch), review and remember the slots' candidates, in slot order."""
         loop = self.loop
         r = loop._round
         with_code = []
@@ -393,7 +393,7 @@ class Search:
                       and not c.result.get("harness_failure")]
         return out
 
-    def round_note(self, r: int, steps: list[str]) -> None:
+    def round_note(self, r: int) -> None:
         """What the round made: candidates, correct ones, its best speedup, the methods that paid, the frontier."""
         made = [c for c in self.loop.candidates.values() if c.round == r]
         attempts = [a for a in self.loop.memory.attempts if a.round == r]
