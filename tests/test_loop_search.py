@@ -327,3 +327,34 @@ def test_a_plans_answer_is_checked_like_the_planner_checks_it() -> None:
     assert check_answer(expects, json.dumps({"plans": []})) == "no plans in the answer"
     one = json_expects(plans_schema(), ["a"]) | {"plans_wanted": 2}
     assert check_answer(one, plans(("a", "x"), ("a", "a variant"))) == ""  # one method permitted: two variants
+
+
+class HarnessLimitEvaluator(BatchEvaluator):
+    """A candidate marked ``status=timeout`` times out in the harness's own timing stage (not the code's fault)."""
+
+    def evaluate(self, task: Path, candidate: Path, *, seed: int | None = None) -> dict[str, Any]:
+        result = super().evaluate(task, candidate, seed=seed)
+        if result["status"] == "timeout":
+            result["details"] = {"stage": "timing", "worker_seconds": 30.0}
+        return result
+
+
+def test_rounds_of_harness_limits_only_stop_the_search_without_repairs(tmp_path: Path) -> None:
+    script = {"r00.generate.1": [fenced(kernel("speedup=1.00", "seed"))]}
+    for r in (1, 2):
+        script[f"r0{r}.plan.p1.1"] = [plans(("coalesced_access", "a"), ("kernel_fusion", "b"))]
+        for k in (1, 2):
+            script[f"r0{r}.optimize.k{k}.1"] = [fenced(kernel("status=timeout", f"t{r}{k}"))]
+    with ScriptedOpenAI(script) as server:
+        task = tmp_path / "relu2.py"
+        task.write_text(TASK)
+        options = LoopOptions(rounds=4, candidates_per_round=2, frontier=1)
+        run = RunStore(tmp_path / "runs").create(task, {"model": "test-model", "options": options.model_dump()})
+        result = Loop(run, LLMClient.from_settings(llm_settings(server.base_url)), HarnessLimitEvaluator(),
+                      retriever(), options).execute()
+        counts = Counter(server.steps())
+    assert counts == Counter({step: 1 for step in script})  # no diagnosis, no repair, no third round
+    assert [e["step"] for e in run.log.of_type("harness_gave_up")] == ["r02"]
+    assert result.status == "finished" and result.best["candidate"] == "candidates/r00.generate.py"
+    # the harness's limit is not the method's failure: both methods are offered again in round 2
+    assert run.log.find("r02.plan.p1", "plan")["data"]["filtered"] == {}
