@@ -24,8 +24,10 @@ import yaml
 
 from kernelskill.errors import KernelskillError
 from kernelskill.expr import ExprError, compile_expr
+from kernelskill.taskfile import parse_task
 
 from .engine import PredicateEvaluator, Rules, decide_tier, derive, rank_bottlenecks
+from .op_hints import _calls
 from .result import KernelDiagnosis, TraceStep
 
 log = logging.getLogger(__name__)
@@ -112,15 +114,7 @@ def op_from_code(features: Mapping[str, Any], family: str | None, family_evidenc
 def task_calls(task: str | Path) -> list[tuple[str, int]]:
     """Lower-case names of the torch calls and modules ``Model.forward`` runs, with their lines. A forward
     that runs a container (``nn.Sequential`` built in a loop) counts every module ``__init__`` builds."""
-    from .op_hints import _calls
-
-    p = Path(task)
-    try:
-        tree = ast.parse(p.read_text(), filename=str(p))
-    except OSError as exc:
-        raise KernelskillError(f"{p}: cannot read the task: {exc}") from exc
-    except SyntaxError as exc:
-        raise KernelskillError(f"{p}:{exc.lineno}: the task is not valid Python: {exc.msg}") from exc
+    _, tree = parse_task(Path(task))
     calls = [(name, call.lineno) for name, call in _calls(tree)]
     if not calls or any(name in _CONTAINERS for name, _ in calls):
         for cls in tree.body:

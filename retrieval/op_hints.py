@@ -23,7 +23,9 @@ from typing import Any
 import yaml
 
 from kernelskill.errors import KernelskillError
+from kernelskill.feature_rules.scanner import scan
 from kernelskill.taskfile import dotted_name as _dotted
+from kernelskill.taskfile import parse_task
 
 from .result import TraceStep
 
@@ -93,7 +95,6 @@ def load_rules(path: Path = RULES_PATH) -> _Rules:
 
 
 _COMMENT = re.compile(r"//[^\n]*|/\*[\s\S]*?\*/")
-_GLOBAL = re.compile(r"__global__\s[^{;]*?\b(\w+)\s*\([^{;]*\)\s*\{")
 
 
 @dataclass(frozen=True)
@@ -109,17 +110,11 @@ def _strip_comments(source: str) -> str:
 
 
 def kernel_bodies(source: str) -> list[_Body]:
-    """The brace-matched bodies of every ``__global__`` function in ``source``."""
-    text = _strip_comments(source)
-    out: list[_Body] = []
-    for m in _GLOBAL.finditer(text):
-        depth, i = 1, m.end()
-        while i < len(text) and depth:
-            depth += {"{": 1, "}": -1}.get(text[i], 0)
-            i += 1
-        out.append(_Body(kernel=m.group(1), text=text[m.end():i - 1],
-                         line0=text.count("\n", 0, m.end()) + 1))
-    return out
+    """The bodies (between the braces) of every ``__global__`` function, found by the feature rules' scanner,
+    the one reader of CUDA in sources: comments and string literals are blanked, offsets kept."""
+    src = scan(source)
+    return [_Body(kernel=fn.name, text=fn.body(src.cuda)[1:-1], line0=src.line_of(fn.body_start + 1))
+            for fn in src.kernels if fn.kind == "global"]
 
 
 def _find(rx: re.Pattern[str], bodies: list[_Body]) -> tuple[_Body, re.Match[str]] | None:
@@ -372,13 +367,7 @@ def from_task(path: str | Path, rules: _Rules | None = None) -> OpHints:
     """Hints from a KernelBench task's ``Model.forward`` (read with :mod:`ast`, never imported)."""
     rules = rules or load_rules()
     p = Path(path)
-    try:
-        source = p.read_text()
-        tree = ast.parse(source, filename=str(p))
-    except OSError as exc:
-        raise KernelskillError(f"{p}: cannot read the task: {exc}") from exc
-    except SyntaxError as exc:
-        raise KernelskillError(f"{p}:{exc.lineno}: the task is not valid Python: {exc.msg}") from exc
+    source, tree = parse_task(p)
     calls = _calls(tree)
     names = {n for n, _ in calls}
     hints = OpHints()

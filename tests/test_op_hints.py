@@ -184,7 +184,7 @@ def test_task_wins_over_the_source_and_bad_tasks_fail_in_one_line(tmp_path: Path
     assert h.fields["uses_global_atomics"] is False  # facts only the source shows stay
     bad = tmp_path / "bad.py"
     bad.write_text("class Model(:\n")
-    with pytest.raises(KernelskillError, match=r"bad\.py:1: the task is not valid Python"):
+    with pytest.raises(KernelskillError, match=r"bad\.py:1: not valid Python"):
         from_task(bad)
     with pytest.raises(KernelskillError, match="cannot read the task"):
         from_task(tmp_path / "missing.py")
