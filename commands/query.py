@@ -37,9 +37,13 @@ def _live_profile(task: Path | None, kernel: Path, settings: Any) -> Any:
     if task is None:
         raise KernelskillError("--ncu needs --task (ncu profiles one forward of the task with this kernel)")
     from kernelskill.pipeline.harness import profile as harness_profile
+    from kernelskill.pipeline.harness.config import eval_config
     from kernelskill.retrieval.profile import capture_metrics, parse_csv_text
 
-    result = harness_profile(task, kernel, metrics=tuple(capture_metrics()))
+    # the same settings path as eval and optimize: protocol, timeouts and the shared build cache
+    config = eval_config(settings.harness.model_dump(), cache_dir=str(settings.cache_dir / "builds"),
+                         ready_workers=False)
+    result = harness_profile(task, kernel, config, metrics=tuple(capture_metrics()))
     if not result.ok:
         raise KernelskillError(f"{kernel}: profiling failed: {result.message}")
     return parse_csv_text(result.csv, source=f"ncu ({kernel.name})")

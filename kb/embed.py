@@ -457,6 +457,3 @@ class Embedder:
         key = EmbeddingCache.key(self.model_key, text)
         raw = self.cache.get_many([key]).get(key)
         return memoryview(raw).cast("f").tolist() if raw is not None else None
-
-    def encode_one(self, text: str) -> list[float]:
-        return self.encode([text])[0]

@@ -129,6 +129,24 @@ def test_reviewer_is_checked_against_the_harness(tmp_path: Path) -> None:
         assert server.steps() == ["r02.review.1", "r03.review.1", "r04.review.1", "r04.review.2"]
 
 
+def test_a_gain_inside_the_timing_noise_is_not_accepted(tmp_path: Path) -> None:
+    """reviewer.j2 asks for a gain beyond the timing noise, and the rule holds the reviewer to it: 2.02x over a
+    2.00x parent whose medians carry a 5 % IQR is no gain, whatever the reviewer says; 2.2x is."""
+    parent = {"step": "r01.optimize", "result": {"speedup": 2.0, "candidate_ms": 1.0, "candidate_iqr_ms": 0.05}}
+    noisy = {"status": "ok", "correct": True, "speedup": 2.02, "candidate_ms": 0.99, "candidate_iqr_ms": 0.01,
+             "baseline_ms": 2.0}
+    cand = {"step": "r02.optimize", "branch": "optimize", "method": "m"}
+    with ScriptedOpenAI({"r02.review.1": ['{"accept": true, "reason": "faster"}'],
+                         "r03.review.1": ['{"accept": true, "reason": "faster"}']}) as server:
+        a = agents(server, tmp_path)
+        inside = a.review(step="r02.review", round_=2, task_source=TASK, candidate=cand, result=noisy,
+                          parent=parent, memory=MEMORY)
+        assert not inside.accept and inside.by == "rule" and "within the timing noise (5.0%)" in inside.reason
+        clear = a.review(step="r03.review", round_=3, task_source=TASK, candidate=cand,
+                         result=dict(noisy, speedup=2.2, candidate_ms=0.9), parent=parent, memory=MEMORY)
+        assert clear.accept and clear.by == "reviewer"
+
+
 def test_memory_filters_failed_methods_per_parent_and_keeps_profile_deltas() -> None:
     from kernelskill.pipeline.loop.memory import Attempt, Memory
 

@@ -349,8 +349,9 @@ class Agents:
         """Whether a candidate becomes the new parent, decided from the harness's evidence.
 
         The reviewer is only consulted for a correct candidate that has a parent to beat; its verdict
-        is checked against the numbers: it can never accept a slower candidate. Without a usable
-        answer the rule decides (faster than the parent)."""
+        is checked against the numbers: it can never accept a candidate that is not faster than the parent
+        by more than the timing noise (what reviewer.j2 asks of it). Without a usable answer that rule
+        decides."""
         if result.get("harness_failure"):
             return ReviewDecision(accept=False, by="rule", reason=(
                 f"not evaluated: {result.get('status')} in the harness's own {result.get('stage')} stage "
@@ -360,13 +361,24 @@ class Agents:
         if parent is None:
             return ReviewDecision(accept=True, by="rule", reason="the first correct candidate")
         speed, parent_speed = result.get("speedup") or 0.0, parent["result"].get("speedup") or 0.0
+        # faster than the parent by more than the timing noise: the larger relative IQR of the two medians
+        noise = max(_relative_iqr(result), _relative_iqr(parent["result"]))
+        faster = speed > parent_speed * (1.0 + noise)
+        measured = f"{speed:.3f}x vs parent {parent_speed:.3f}x, timing noise {noise:.1%}"
         value, reason = self._json("reviewer", REVIEW_SCHEMA, step, round_, task_source=task_source,
                                    candidate=candidate, result=result, parent=parent, memory=memory)
         if value is None:
-            faster = speed > parent_speed
-            return ReviewDecision(accept=faster, by="rule", reason=(
-                f"no usable review ({reason}); {speed:.3f}x vs parent {parent_speed:.3f}x"))
-        if value["accept"] and speed <= parent_speed:
-            return ReviewDecision(accept=False, by="rule", reason=(
-                f"the reviewer accepted, but the harness measured {speed:.3f}x <= parent {parent_speed:.3f}x"))
+            return ReviewDecision(accept=faster, by="rule", reason=f"no usable review ({reason}); {measured}")
+        if value["accept"] and not faster:
+            why = (f"{speed:.3f}x <= parent {parent_speed:.3f}x" if speed <= parent_speed else
+                   f"{speed:.3f}x, within the timing noise ({noise:.1%}) of parent {parent_speed:.3f}x")
+            return ReviewDecision(accept=False, by="rule", reason=f"the reviewer accepted, but the harness measured {why}")
         return ReviewDecision(accept=bool(value["accept"]), reason=value["reason"])
+
+
+def _relative_iqr(result: dict[str, Any]) -> float:
+    """A result's timing noise: the IQR of its median time over the median (0 when not measured)."""
+    ms, iqr = result.get("candidate_ms"), result.get("candidate_iqr_ms")
+    if isinstance(ms, int | float) and isinstance(iqr, int | float) and ms > 0 and iqr >= 0:
+        return float(iqr) / float(ms)
+    return 0.0
