@@ -4,7 +4,7 @@ A tool's result carries the CLI's ``--json`` text as its text content and the sa
 content (MCP wants an object there: a list comes wrapped as ``{"result": [...]}``). A bad call (unknown
 tool, missing or wrong-typed argument, a :class:`KernelskillError` from the library) is an MCP tool error
 whose text is one line; an unexpected exception is logged on stderr with its traceback and reported as
-one line too, so the server keeps serving. Secrets never leave the server (:mod:`.redact`).
+one line too, so the server keeps serving. Secrets never leave the server (:mod:`kernelskill.pipeline.runs.redact`).
 """
 
 from __future__ import annotations
@@ -24,8 +24,8 @@ from pydantic import ValidationError
 from kernelskill import __version__
 from kernelskill.commands._common import Ctx, json_text
 from kernelskill.errors import KernelskillError
+from kernelskill.pipeline.runs.redact import Redactor, register_settings
 
-from .redact import Redactor, secret_values
 from .resources import list_methods, method_markdown
 from .tools import TOOLS, Tool, cuda_visible
 
@@ -70,10 +70,10 @@ class KernelskillMCP:
 
     def redactor(self) -> Redactor:
         try:
-            settings = self.ctx.settings()
+            register_settings(self.ctx.settings())
         except KernelskillError:
-            settings = None
-        return Redactor(secret_values(settings))
+            pass
+        return Redactor()
 
     # -- tools --------------------------------------------------------------------------------
     async def _list_tools(self, ctx: Any, params: Any) -> types.ListToolsResult:

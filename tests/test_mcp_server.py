@@ -19,7 +19,7 @@ import anyio  # noqa: E402  (after the skip: anyio comes with the SDK)
 from mcp import ClientSession, StdioServerParameters, stdio_client  # noqa: E402
 
 from kernelskill.cli import main  # noqa: E402
-from kernelskill.mcp_server.redact import Redactor, secret_values  # noqa: E402
+from kernelskill.pipeline.runs.redact import Redactor, secret_values  # noqa: E402
 from tests.test_loop_helpers import TASK, fenced, kernel  # noqa: E402
 
 HERE = Path(__file__).parent
@@ -160,7 +160,7 @@ def test_every_tool_over_stdio(home: Path) -> None:
             assert "no_such_field" in await c.error("query", {"kernel": str(KERNEL), "context": {"no_such_field": 1}})
             assert "not a kernel source" in await c.error("features", {"kernel": str(SMALL / "methods.yaml")})
             echoed = await c.error("kb_show", {"id": SECRET})  # a secret in an error message is masked
-            assert "***" in echoed
+            assert "[redacted]" in echoed
             assert (await c.ok("kb_show", {"id": "coalesced_access"})) == show  # still serving
 
             for text in c.texts:
@@ -172,11 +172,12 @@ def test_every_tool_over_stdio(home: Path) -> None:
 def test_redactor_masks_keys_and_url_credentials() -> None:
     env = {"OPENAI_API_KEY": "sk-abcdef123456", "MY_SERVICE_TOKEN": "tok-0987654321", "PATH": "/usr/bin",
            "SHORT_TOKEN": "abc"}
-    r = Redactor(secret_values(None, env))
+    r = Redactor(secret_values(env))
     text = ("key sk-abcdef123456 and tok-0987654321 via https://me:pw@host/v1?api_key=zzz&x=1 "
             "on /usr/bin, abc")
-    assert r.text(text) == "key *** and *** via https://***@host/v1?api_key=***&x=1 on /usr/bin, abc"
-    assert r.clean({"a": [text], "n": 1}) == {"a": [r.text(text)], "n": 1}
+    assert r.text(text) == ("key [redacted] and [redacted] via https://[redacted]@host/v1?api_key=[redacted]&x=1 "
+                            "on /usr/bin, abc")
+    assert r.value({"a": [text], "n": 1}) == {"a": [r.text(text)], "n": 1}
 
 
 def test_http_transport_lists_tools(home: Path) -> None:

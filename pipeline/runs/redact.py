@@ -6,7 +6,10 @@ Two nets, applied to every string:
   ``*TOKEN*``, ``*SECRET*``, ``*PASSW*``, ``*CREDENTIAL*``, ``*AUTH*``...), plus values registered by the
   code that reads them from elsewhere (the API key of ``kernelskill.toml``, see :func:`register`);
 * shapes: private-key blocks (``-----BEGIN ... PRIVATE KEY-----``), OpenAI/Anthropic-style ``sk-...``
-  keys, GitHub, Hugging Face, Slack and AWS access-key ids, ``Bearer`` tokens.
+  keys, GitHub, Hugging Face, Slack and AWS access-key ids, ``Bearer`` tokens, and credentials written into
+  URLs (``scheme://user:password@host``, ``?api_key=...``), of which only the secret part is replaced.
+
+One redactor for the whole package: the run store, the prompts and the MCP server all use this module.
 
 A match becomes ``[redacted]``. Values shorter than :data:`MIN_SECRET_CHARS` are not treated as secrets
 (they would blank out ordinary words). Standard library only.
@@ -37,6 +40,11 @@ PATTERNS: tuple[re.Pattern[str], ...] = (
     re.compile(r"(?i)\bBearer\s+[A-Za-z0-9._~+/\-]{16,}=*"),
 )
 
+#: ``scheme://user:password@host`` -> ``scheme://[redacted]@host``
+URL_CREDENTIALS = re.compile(r"(?P<keep>[A-Za-z][A-Za-z0-9+.-]*://)[^/\s:@]+:[^/\s@]*@")
+#: ``?api_key=...`` / ``&token=...`` in a URL's query
+URL_QUERY_SECRET = re.compile(r"(?i)(?P<keep>[?&](?:api[_-]?key|key|token|access_token|secret|password)=)[^&\s\"']+")
+
 _registered: set[str] = set()
 _lock = threading.Lock()
 
@@ -45,6 +53,13 @@ def register(*values: str | None) -> None:
     """Treat these values as secrets from now on (e.g. an API key read from a config file)."""
     with _lock:
         _registered.update(v for v in values if isinstance(v, str) and len(v) >= MIN_SECRET_CHARS)
+
+
+def register_settings(settings: Any) -> None:
+    """Register the LLM API key of loaded settings (``kernelskill.toml`` or the variable it names)."""
+    llm = getattr(settings, "llm", None)
+    if llm is not None:
+        register(getattr(llm, "api_key", None), os.environ.get(getattr(llm, "api_key_env", "") or ""))
 
 
 def secret_values(environ: Mapping[str, str] | None = None) -> list[str]:
@@ -70,7 +85,8 @@ class Redactor:
                 text = text.replace(value, REDACTED)
         for pattern in PATTERNS:
             text = pattern.sub(REDACTED, text)
-        return text
+        text = URL_CREDENTIALS.sub(lambda m: m.group("keep") + REDACTED + "@", text)
+        return URL_QUERY_SECRET.sub(lambda m: m.group("keep") + REDACTED, text)
 
     def value(self, value: Any) -> Any:
         if isinstance(value, str):
