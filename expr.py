@@ -344,8 +344,8 @@ class Expression:
         return {n: env.get(n) for n in self.names}
 
 
-def _depth(tree: ast.AST) -> int:
-    """How deeply the syntax tree nests, computed without recursion."""
+def ast_depth(tree: ast.AST) -> int:
+    """How deeply a syntax tree nests, computed without recursion (so a hostile tree cannot overflow it)."""
     deepest = 0
     stack = [(tree, 0)]
     while stack:
@@ -368,7 +368,7 @@ def compile_expr(source: str) -> Expression:
         raise ExprError(f"expression {source!r}: syntax error at column {exc.offset or 0}: {exc.msg}") from None
     except (RecursionError, MemoryError):
         raise ExprError(f"expression {source[:40]!r}...: nested too deeply to parse") from None
-    depth = _depth(tree)
+    depth = ast_depth(tree)
     if depth > MAX_DEPTH:
         raise ExprError(f"expression {source[:40]!r}{'...' if len(source) > 40 else ''}: nests {depth} levels "
                         f"deep (at most {MAX_DEPTH}; split it into named predicates)")

@@ -16,6 +16,8 @@ import ast
 import json
 from typing import Any
 
+from kernelskill.expr import ast_depth
+
 MAX_ANSWER_CHARS = 256 * 1024
 MAX_NESTING = 100
 MAX_UNARY_RUN = 100
@@ -77,16 +79,6 @@ def decode_text(data: bytes, source: str) -> tuple[str | None, str]:
         return data.decode("utf-8-sig"), ""
     except UnicodeDecodeError as exc:
         return None, f"{source}: not UTF-8 text (byte {exc.start}: {data[exc.start:exc.start + 1]!r})"
-
-
-def ast_depth(tree: ast.AST) -> int:
-    deepest = 0
-    stack = [(tree, 0)]
-    while stack:
-        node, level = stack.pop()
-        deepest = max(deepest, level)
-        stack.extend((child, level + 1) for child in ast.iter_child_nodes(node))
-    return deepest
 
 
 def parse_python(code: str) -> tuple[ast.Module | None, str]:
