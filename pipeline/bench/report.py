@@ -19,7 +19,7 @@ from typing import Any
 
 from kernelskill.pipeline.bench.suite import Suite
 from kernelskill.pipeline.runs import Run
-from kernelskill.pipeline.runs.report import round_rows
+from kernelskill.pipeline.runs.report import round_rows, spend
 from kernelskill.protocols import load_protocol
 
 P_VALUES = (0.0, 0.5, 0.8, 1.0, 1.5, 2.0)
@@ -62,8 +62,7 @@ def task_row(entry: dict[str, Any], run: Run | None) -> dict[str, Any]:
     if errors and row["status"] == "failed":
         row["error"] = errors[-1]
     llm = [e["data"] for e in events if e["type"] == "llm_call"]
-    row["tokens"] = sum((d.get("usage") or {}).get("total_tokens", 0) for d in llm)
-    row["cost_usd"] = round(sum(d.get("cost_usd", 0.0) for d in llm), 6)
+    row.update(spend(llm))  # tokens and cost_usd: the run report's one accounting
     row["rounds"] = round_rows(run)  # a search's rounds (candidates, correct, best, methods that paid)
     worker = [((e["data"].get("result") or {}).get("details") or {}).get("worker_seconds")
               for e in events if e["type"] in ("eval", "profile")]
