@@ -263,7 +263,13 @@ def setup(spec: dict[str, Any]) -> None:
     scratch = set(spec.get("scratch_dirs", []))
     hide_dirs = [*spec["hide_dirs"], *sorted(scratch)]
     keeps = {p: True for p in spec["read_only"]} | {p: False for p in spec["writable"]}
-    fds = {path: os.open(path, os.O_PATH) for path in keeps if any(_under(path, d) for d in hide_dirs)}
+    fds: dict[str, int] = {}
+    for path in keeps:
+        if any(_under(path, d) for d in hide_dirs):
+            try:
+                fds[path] = os.open(path, os.O_PATH)
+            except OSError as exc:  # gone since the spec was written (a test's temporary folder on sys.path)
+                print(f"sandbox: {path} is not kept ({exc.strerror})", file=sys.stderr)
     steps = [(d.count("/"), 0, d) for d in hide_dirs] + [(p.count("/"), 1, p) for p in fds]
     for _depth, kind, path in sorted(steps):
         if kind == 0:
@@ -274,8 +280,12 @@ def setup(spec: dict[str, Any]) -> None:
         if not any(_under(path, d) for _dd, k, d in steps if k == 0 and d.count("/") <= path.count("/")):
             continue
         source = f"/proc/self/fd/{fds[path]}"
-        _make_point(path, source)
-        _mount(libc, source, path, None, MS_BIND | MS_REC)
+        try:
+            _make_point(path, source)
+            _mount(libc, source, path, None, MS_BIND | MS_REC)
+        except OSError as exc:  # the worker fails later, naming what it could not reach, if it needed this
+            print(f"sandbox: {path} could not be bound back ({exc.strerror})", file=sys.stderr)
+            continue
         if keeps[path]:
             _remount_read_only(libc, path)
     for fd in fds.values():
