@@ -198,8 +198,10 @@ WRONG = "import torch\n\n\nclass ModelNew(torch.nn.Module):\n    def forward(sel
 RIGHT = ADD_CANDIDATE
 
 
-def test_loop_with_the_real_harness_on_cpu(tmp_path: Path) -> None:
+def test_loop_with_the_real_harness_on_cpu(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """No stand-in at the GPU seam: the real harness (its CPU mode, pure-PyTorch candidates) measures."""
+    # about the loop, not the sandbox (tested in tests/test_hardening_isolation.py): see the evidence-judge test
+    monkeypatch.setenv("KERNELSKILL_HARNESS_ISOLATION", "process")
     from kernelskill.pipeline.loop import HarnessEvaluator, eval_view
     from tests.test_loop_helpers import DIAGNOSIS, fenced
 
