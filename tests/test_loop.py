@@ -4,6 +4,9 @@ a scripted evaluator at the GPU boundary, and every branch of the loop."""
 from __future__ import annotations
 
 import json
+import os
+import subprocess
+import sys
 from collections import Counter
 from pathlib import Path
 
@@ -200,8 +203,15 @@ RIGHT = ADD_CANDIDATE
 
 def test_loop_with_the_real_harness_on_cpu(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """No stand-in at the GPU seam: the real harness (its CPU mode, pure-PyTorch candidates) measures."""
-    # about the loop, not the sandbox (tested in tests/test_hardening_isolation.py): see the evidence-judge test
-    monkeypatch.setenv("KERNELSKILL_HARNESS_ISOLATION", "process")
+    # In a fresh interpreter: in a long session whose checkout is under /tmp, a harness worker started from
+    # this process after earlier tests failed to import the package (known issue, see the closing note).
+    if os.environ.get("KS_TEST_FRESH_PROCESS") != "1":
+        done = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider",
+                               f"{__file__}::test_loop_with_the_real_harness_on_cpu"],
+                              env={**os.environ, "KS_TEST_FRESH_PROCESS": "1"}, cwd=str(Path(__file__).parents[1]),
+                              capture_output=True, text=True, timeout=600)
+        assert done.returncode == 0, done.stdout[-3000:]
+        return
     from kernelskill.pipeline.loop import HarnessEvaluator, eval_view
     from tests.test_loop_helpers import DIAGNOSIS, fenced
 
