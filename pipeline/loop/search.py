@@ -23,7 +23,6 @@ import logging
 import threading
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
-from pathlib import Path
 from typing import Any
 
 from pydantic import BaseModel, Field
@@ -34,6 +33,7 @@ from kernelskill.pipeline.loop.memory import HARNESS_FAILURE, Attempt, Repair, d
 from kernelskill.pipeline.loop.planning import plan_many
 from kernelskill.pipeline.runs import Paused, gpu_request, run_gpu_step
 from kernelskill.pipeline.runs.gpu_side import PendingStep
+from kernelskill.pipeline.runs.gpu_steps import Measured
 
 log = logging.getLogger(__name__)
 
@@ -62,19 +62,6 @@ def search_enabled(options: Any) -> bool:
 def spread(slots: int, members: int) -> list[int]:
     """How many of ``slots`` candidates each of ``members`` frontier members gets (best first)."""
     return [slots // members + (1 if i < slots % members else 0) for i in range(members)]
-
-
-class _Measured:
-    """A result measured in a batch, handed to :func:`run_gpu_step` so it is recorded as the loop records."""
-
-    def __init__(self, result: dict[str, Any]) -> None:
-        self.result = result
-
-    def evaluate(self, task: Path, candidate: Path, *, seed: int | None = None) -> dict[str, Any]:
-        return self.result
-
-    def profile(self, task: Path, candidate: Path) -> dict[str, Any]:  # pragma: no cover - evals only
-        return self.result
 
 
 def _accepts(fn: Any, name: str) -> bool:
@@ -166,7 +153,7 @@ class Search:
             def record(i: int, result: dict[str, Any] | None, error: BaseException | None) -> None:
                 if error is None and result is not None:
                     with lock:  # the log is fsync'd per event: a kill loses nothing measured
-                        run_gpu_step(loop.run, todo[i], _Measured(result), round_=r)
+                        run_gpu_step(loop.run, todo[i], Measured(result), round_=r)
 
             steps = [PendingStep(loop.run, q) for q in todo]
             try:

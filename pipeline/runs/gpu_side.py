@@ -38,6 +38,7 @@ from typing import Any
 from kernelskill.errors import KernelskillError
 from kernelskill.pipeline.runs import MANIFEST, Run, RunStore, gpu_request, pending_request, run_gpu_step
 from kernelskill.pipeline.runs.gpu_pool import NotStarted
+from kernelskill.pipeline.runs.gpu_steps import Measured
 
 log = logging.getLogger(__name__)
 
@@ -149,19 +150,6 @@ class HarnessGPU:
         return profile(task, candidate, self.config(Path(task).parent)).to_dict()
 
 
-class _Measured:
-    """Hands a result measured in a batch to :func:`run_gpu_step`, which records it as the loop does."""
-
-    def __init__(self, result: dict[str, Any]) -> None:
-        self.result = result
-
-    def evaluate(self, task: Path, candidate: Path, *, seed: int | None = None) -> dict[str, Any]:
-        return self.result
-
-    def profile(self, task: Path, candidate: Path) -> dict[str, Any]:  # pragma: no cover - evals only
-        return self.result
-
-
 def _row(step: PendingStep, event: dict[str, Any] | None, error: str = "") -> dict[str, Any]:
     data = (event or {}).get("data", {})
     result = data.get("result") or {}
@@ -265,7 +253,7 @@ def evaluate_pending(runs: Iterable[Run], evaluator: Any = None, *, profile_ahea
                         rows.append(_row(evals[i], None, error=NOT_STARTED if _budget(error) else
                                          f"error: {type(error).__name__}: {error}"))
                 else:
-                    record(evals[i], _Measured(result or {}))
+                    record(evals[i], Measured(result or {}))
 
             try:
                 if streaming:

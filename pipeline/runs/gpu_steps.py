@@ -21,6 +21,20 @@ def gpu_request(type_: str, step: str, candidate: str, *, seed: int | None = Non
     return {"type": type_, "step": step, "task": TASK, "candidate": candidate, "seed": seed}
 
 
+class Measured:
+    """A result already measured (one of a batch), handed to :func:`run_gpu_step` as its evaluator so it is
+    recorded exactly as a step the loop runs itself."""
+
+    def __init__(self, result: dict[str, Any]) -> None:
+        self.result = result
+
+    def evaluate(self, task: Any, candidate: Any, *, seed: int | None = None) -> dict[str, Any]:
+        return self.result
+
+    def profile(self, task: Any, candidate: Any) -> dict[str, Any]:  # pragma: no cover - evals only
+        return self.result
+
+
 def run_gpu_step(run: Run, request: dict[str, Any], evaluator: Any, *, round_: int | None = None
                  ) -> dict[str, Any]:
     """Execute one GPU request with ``evaluator`` (``evaluate(task, candidate, *, seed)`` /
