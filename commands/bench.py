@@ -163,8 +163,9 @@ def _task_refs(task_files: tuple[Path, ...], kernelbench: Path | None, levels: t
     chosen = parse_selection(selection)
     refs = []
     if kernelbench is not None:
-        if not levels:
-            raise KernelskillError("bench: --kernelbench needs --level N")
+        picked = _levels(levels) or (chosen.levels() if chosen is not None else [])
+        if not picked or (chosen and not levels):
+            raise KernelskillError("bench: --kernelbench needs --level N (or only level-tied ids: --tasks L1/1,L2/12)")
         refs += kernelbench_tasks(kernelbench, _levels(levels), chosen)
     elif levels or selection:
         raise KernelskillError("bench: --level and --tasks select from --kernelbench DIR")
@@ -185,7 +186,8 @@ def bench() -> None:
 @click.option("--kernelbench", type=click.Path(path_type=Path), default=None, metavar="DIR",
               help="A KernelBench checkout (its KernelBench/level<N>/ folders are read as they are).")
 @click.option("--level", "levels", type=int, multiple=True, help="KernelBench level (repeatable).")
-@click.option("--tasks", "selection", default=None, metavar="1-20,40", help="Problem ids of the level(s).")
+@click.option("--tasks", "selection", default=None, metavar="1-20,40,L2/12",
+              help="Problem ids of the level(s); L2/12 picks problem 12 of level 2 only.")
 @click.option("--suite", "suite_dir", type=click.Path(path_type=Path), default=None,
               help="The suite folder (default: <home>/suites/<a name fixed by the tasks and options>).")
 @click.option("--rounds", type=click.IntRange(0, 1000), default=None, help="Rounds per run after the seed.")

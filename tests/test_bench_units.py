@@ -26,6 +26,17 @@ def test_selection() -> None:
             parse_selection(bad)
 
 
+def test_level_tied_ids_mix_levels_in_one_suite(tmp_path: Path) -> None:
+    write_level(tmp_path, 1, ["Relu", "Gelu", "Tanh"])
+    write_level(tmp_path, 2, ["Conv", "Gemm"])
+    sel = parse_selection("1,3,L2/2")
+    assert sel == [1, 3] and sel.by_level == {2: [2]}
+    refs = kernelbench_tasks(tmp_path, [1], sel)  # untied ids apply to --level only, L2/2 adds level 2
+    assert [r.name for r in refs] == ["L1/1_Relu", "L1/3_Tanh", "L2/2_Gemm"]
+    refs = kernelbench_tasks(tmp_path, [], parse_selection("L1/2,2/1"))
+    assert [r.name for r in refs] == ["L1/2_Gelu", "L2/1_Conv"]
+
+
 def test_kernelbench_layout_from_the_checkout_or_its_kernelbench_folder(tmp_path: Path) -> None:
     write_level(tmp_path, 1, ["Relu", "Gelu"])
     (tmp_path / "KernelBench" / "level1" / "notes.py").write_text("not a problem file name")

@@ -35,21 +35,53 @@ class TaskRef:
         return asdict(self)
 
 
-def parse_selection(text: str | None) -> list[int] | None:
-    """``"1-20,40"`` -> [1, ..., 20, 40]; None selects every problem."""
+class Selection(list):
+    """Problem ids chosen with ``--tasks``: a list of the ids that apply to every level, plus ids tied to one
+    level (``L2/12`` or ``2/12``), so one suite can mix problems of several levels."""
+
+    def __init__(self, plain: list[int], by_level: dict[int, list[int]] | None = None) -> None:
+        super().__init__(plain)
+        self.by_level = by_level or {}
+
+    def ids(self, level: int, *, plain: bool = True) -> list[int]:
+        """The problem ids chosen for ``level`` in the order given (the untied ids only when ``plain``: they
+        apply to the levels named with ``--level``)."""
+        base = list(self) if plain else []
+        return base + [i for i in self.by_level.get(level, []) if i not in base]
+
+    def levels(self) -> list[int]:
+        return sorted(self.by_level)
+
+
+def _ids(sel: Selection | list[int] | None, level: int, levels: list[int]) -> list[int] | None:
+    if sel is None:
+        return None
+    return sel.ids(level, plain=level in levels) if isinstance(sel, Selection) else list(sel)
+
+
+def _all_levels(levels: list[int], sel: Selection | list[int] | None) -> list[int]:
+    return sorted(set(levels) | set(sel.levels() if isinstance(sel, Selection) else []))
+
+
+def parse_selection(text: str | None) -> Selection | None:
+    """``"1-20,40"`` -> [1, ..., 20, 40] for every level; ``"1,40,L2/12,L2/30"`` also picks problems 12 and 30
+    of level 2 only. None selects every problem."""
     if not text:
         return None
-    out: list[int] = []
+    plain: list[int] = []
+    by_level: dict[int, list[int]] = {}
     for part in text.split(","):
         part = part.strip()
-        match = re.fullmatch(r"(\d+)(?:-(\d+))?", part)
+        match = re.fullmatch(r"(?:[Ll]?(\d+)/)?(\d+)(?:-(\d+))?", part)
         if not match:
-            raise KernelskillError(f"--tasks: {part!r} is not a problem id or a range like 1-20")
-        lo, hi = int(match.group(1)), int(match.group(2) or match.group(1))
+            raise KernelskillError(f"--tasks: {part!r} is not a problem id, a range like 1-20 or a level's "
+                                   "problem like L2/12")
+        lo, hi = int(match.group(2)), int(match.group(3) or match.group(2))
         if hi < lo:
             raise KernelskillError(f"--tasks: {part!r} is an empty range")
-        out.extend(i for i in range(lo, hi + 1) if i not in out)
-    return out
+        into = plain if match.group(1) is None else by_level.setdefault(int(match.group(1)), [])
+        into.extend(i for i in range(lo, hi + 1) if i not in into)
+    return Selection(plain, by_level)
 
 
 def level_dir(root: Path, level: int) -> Path:
@@ -82,18 +114,20 @@ def checked(ref: TaskRef) -> TaskRef:
     return ref
 
 
-def kernelbench_tasks(root: Path, levels: list[int], selection: list[int] | None = None) -> list[TaskRef]:
+def kernelbench_tasks(root: Path, levels: list[int], selection: Selection | list[int] | None = None
+                      ) -> list[TaskRef]:
     root = Path(root)
     if not root.is_dir():
         raise KernelskillError(f"--kernelbench {root}: no such folder")
     out: list[TaskRef] = []
-    for level in levels:
+    for level in _all_levels(levels, selection):
         found = problems(root, level)
         if not found:
             out.append(TaskRef(name=f"L{level}", path="", level=level,
                                error=f"level {level}: no problems in {level_dir(root, level)}"))
             continue
-        for pid in selection or sorted(found):
+        chosen = _ids(selection, level, levels)
+        for pid in sorted(found) if chosen is None else chosen:
             path = found.get(pid)
             if path is None:
                 out.append(TaskRef(name=f"L{level}/{pid}", path="", level=level, problem_id=pid,
@@ -118,20 +152,21 @@ def file_tasks(paths: list[Path]) -> list[TaskRef]:
     return out
 
 
-def solution_tasks(solutions: Path, root: Path, levels: list[int], selection: list[int] | None = None
-                   ) -> list[TaskRef]:
+def solution_tasks(solutions: Path, root: Path, levels: list[int],
+                   selection: Selection | list[int] | None = None) -> list[TaskRef]:
     """One task per solution file of the given levels in ``solutions`` (KernelBench's layout); a
     solution of a problem that is not there, or an unreadable one, is a failed task."""
     solutions = Path(solutions)
     if not solutions.is_dir():
         raise KernelskillError(f"{solutions}: no such folder of solutions")
     out: list[TaskRef] = []
-    for level in levels:
+    for level in _all_levels(levels, selection):
         found = problems(root, level)
         if not found:
             out.append(TaskRef(name=f"L{level}", path="", level=level,
                                error=f"level {level}: no problems in {level_dir(root, level)}"))
             continue
+        chosen = _ids(selection, level, levels)
         files = []
         for path in sorted(solutions.iterdir()):
             match = _SOLUTION.match(path.name)
@@ -141,7 +176,7 @@ def solution_tasks(solutions: Path, root: Path, levels: list[int], selection: li
             out.append(TaskRef(name=f"L{level}", path="", level=level,
                                error=f"{solutions}: no level_{level}_problem_<id>_sample_<s>_kernel.py files"))
         for pid, sample, path in sorted(files):
-            if selection is not None and pid not in selection:
+            if chosen is not None and pid not in chosen:
                 continue
             task = found.get(pid)
             ref = TaskRef(name=f"L{level}/{task.stem if task else pid}/s{sample}", path=str(task.resolve()) if task
