@@ -77,8 +77,9 @@ def test_gpu_side_evaluates_a_paused_run_with_the_real_harness(tmp_path: Path) -
                     "--json", "--no-profile-ahead", cwd=box)
     assert done.returncode == 0, done.stderr[-3000:]
     assert "LOADED []" in done.stderr  # the run store, the harness, torch: nothing of the planning side
-    [row] = json.loads(done.stdout)
+    row, ahead = json.loads(done.stdout)  # rounds=0: the seed is the last round, its re-verification goes ahead
     assert row["step"] == "r00.eval" and row["status"] == "ok" and row["speedup"] > 0
+    assert (ahead["step"], ahead["type"], ahead["status"]) == ("verify.r00.generate", "eval ahead", "ok")
     import_run(box / "out" / f"{run.id}{ARCHIVE_SUFFIX}", store.root, replace=True)
 
     # the planning side resumes as if the evaluation had run there: the recorded result is used
@@ -89,10 +90,11 @@ def test_gpu_side_evaluates_a_paused_run_with_the_real_harness(tmp_path: Path) -
     assert str(tmp_path) not in (again.path / "events.jsonl").read_text()
     with ScriptedOpenAI({}) as server:
         settings.base_url = server.base_url
-        paused = Loop(again, LLMClient.from_settings(settings), None, StandInRetriever(), options).execute()
+        done_run = Loop(again, LLMClient.from_settings(settings), None, StandInRetriever(), options).execute()
         assert server.steps() == []  # nothing asked twice
-    assert paused.paused_before == "gpu:verify.r00.generate"
-    assert pending_request(again)["request"]["seed"] == options.verify_seed
+    assert done_run.status == "finished" and done_run.verified  # no trip left for the re-verification
+    verify = again.log.find("verify.r00.generate", "eval")
+    assert verify["kind"] == "gpu" and verify["data"]["seed"] == options.verify_seed
 
 
 # A scripted "agent" for the split run on the H200 (the lead's GPU check) ------------------------------

@@ -25,6 +25,7 @@ import contextlib
 import inspect
 import json
 import logging
+import re
 import signal
 import sys
 import textwrap
@@ -160,6 +161,19 @@ def _row(step: PendingStep, event: dict[str, Any] | None, error: str = "") -> di
             "candidate_ms": result.get("candidate_ms"), "baseline_ms": result.get("baseline_ms")}
 
 
+_ROUND = re.compile(r"^r(\d+)\.")
+
+
+def _last_round(run: Run) -> int | None:
+    rounds = (run.manifest.get("options") or {}).get("rounds")
+    return rounds if isinstance(rounds, int) else None
+
+
+def _round_of(step: str) -> int | None:
+    match = _ROUND.match(step)
+    return int(match.group(1)) if match else None
+
+
 def profile_ahead_request(run: Run, request: dict[str, Any], event: dict[str, Any]) -> dict[str, Any] | None:
     """The profile step the loop will ask for next when this evaluated candidate becomes the parent
     (correct, and faster than every candidate accepted so far), so that one trip to the GPU box serves
@@ -167,6 +181,8 @@ def profile_ahead_request(run: Run, request: dict[str, Any], event: dict[str, An
     result = (event.get("data") or {}).get("result") or {}
     if request["type"] != "eval" or request["step"].startswith("verify.") or not result.get("correct"):
         return None
+    if _round_of(request["step"]) == _last_round(run):
+        return None  # no round follows the last one: nothing will plan from this profile
     speed = result.get("speedup")
     best = max((e["data"].get("speedup") or 0.0 for e in run.log.of_type("attempt") if e["data"].get("accepted")),
                default=None)
@@ -174,6 +190,27 @@ def profile_ahead_request(run: Run, request: dict[str, Any], event: dict[str, An
         return None
     profile = gpu_request("profile", f"profile.{Path(request['candidate']).stem}", request["candidate"])
     return None if run.log.find(profile["step"], "profile") is not None else profile
+
+
+def verify_ahead_request(run: Run) -> dict[str, Any] | None:
+    """The final re-verification the loop will ask for next when the run's last round has just been
+    measured correct: an evaluation of its fastest correct candidate on the run's verify seed, so that the
+    last trip to the GPU box also serves the end of the run. None when the run has more rounds to go, when
+    the last round failed (a repair comes next) or when it is recorded already. Should the loop rank another
+    candidate first, it simply asks for that one."""
+    rounds, seed = _last_round(run), (run.manifest.get("options") or {}).get("verify_seed")
+    if rounds is None or seed is None:
+        return None
+    evals = [e for e in run.log.of_type("eval") if e.get("kind", "gpu") == "gpu"
+             and not str(e.get("step", "")).startswith("verify.")]
+    last = [e for e in evals if _round_of(str(e.get("step", ""))) == rounds]
+    if not last or not any(((e.get("data") or {}).get("result") or {}).get("correct") for e in last):
+        return None
+    correct = [e for e in evals if ((e.get("data") or {}).get("result") or {}).get("correct")]
+    best = max(correct, key=lambda e: e["data"]["result"].get("speedup") or 0.0)
+    candidate = best["data"]["candidate"]
+    request = gpu_request("eval", f"verify.{Path(candidate).stem}", candidate, seed=seed)
+    return None if run.log.find(request["step"], "eval") is not None else request
 
 
 def _accepts(fn: Any, name: str) -> bool:
@@ -188,7 +225,7 @@ def _past(deadline: float | None) -> bool:
 
 
 def evaluate_pending(runs: Iterable[Run], evaluator: Any = None, *, profile_ahead: bool = False,
-                     deadline: float | None = None,
+                     verify_ahead: bool = False, deadline: float | None = None,
                      progress: Callable[[str, int | None, int | None], None] | None = None) -> list[dict[str, Any]]:
     """Evaluate and record the pending GPU step of every run; one row per step.
 
@@ -197,7 +234,8 @@ def evaluate_pending(runs: Iterable[Run], evaluator: Any = None, *, profile_ahea
     (with ``evaluate_many(steps, *, on_result, deadline)``, each result is recorded the moment it is
     measured; otherwise as soon as the batch returns). ``profile_ahead`` also profiles each evaluated
     candidate that would become the parent (:func:`profile_ahead_request`): the loop then finds its next
-    GPU step recorded already. ``deadline`` (a ``time.monotonic()`` value): no step is started after it
+    GPU step recorded already; ``verify_ahead`` likewise re-verifies the fastest candidate of each run whose
+    last round was just measured correct (:func:`verify_ahead_request`). ``deadline`` (a ``time.monotonic()`` value): no step is started after it
     (nor, in a batch, one that would end after it); those stay pending, with the row status ``not started
     (budget)``. A run held by another process is skipped; a step that fails to run is reported and stays
     pending. ``progress(message, done, total)`` is called as each step is recorded (the CLI shows it)."""
@@ -271,11 +309,18 @@ def evaluate_pending(runs: Iterable[Run], evaluator: Any = None, *, profile_ahea
                 rows.append(_row(step, None, error=NOT_STARTED))
                 continue
             record(step, evaluator)
+        if verify_ahead:
+            touched = {id(s.run): s.run for s in steps if s.request["type"] == "eval"}
+            for run in touched.values():
+                request = verify_ahead_request(run)
+                if request is not None:
+                    ahead.append(PendingStep(run, request))
         for step in ahead:
             if _past(deadline):
-                break  # a profile ahead is optional: the loop asks for it again
+                break  # a step ahead is optional: the loop asks for it again
             try:
-                rows.append(_row(step, run_gpu_step(step.run, step.request, evaluator)) | {"type": "profile ahead"})
+                rows.append(_row(step, run_gpu_step(step.run, step.request, evaluator))
+                            | {"type": f"{step.request['type']} ahead"})
             except Exception as exc:  # noqa: BLE001 - a profile ahead is optional: the loop asks again
                 log.warning("%s %s (ahead): %s", step.run.id, step.request["step"], exc)
     return rows
@@ -314,6 +359,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--allow-cpu", action="store_true", help="evaluate without CUDA (tests only)")
     parser.add_argument("--build-jobs", type=int, default=None, help="parallel builds (default: 3/4 of cores)")
     parser.add_argument("--dry-run", action="store_true", help="list the pending steps, evaluate nothing")
+    parser.add_argument("--no-verify-ahead", action="store_true",
+                        help="do not re-verify a run's fastest candidate when its last round was just measured "
+                             "correct (the loop then asks for it on the next trip)")
     parser.add_argument("--no-profile-ahead", action="store_true",
                         help="do not profile a candidate that would become the parent (saves ncu time, costs a trip)")
     parser.add_argument("--import", dest="archives", nargs="+", type=Path, default=[], metavar="ARCHIVE",
@@ -369,7 +417,8 @@ def main(argv: Sequence[str] | None = None) -> int:
                 print(f"gpu side ({time.monotonic() - started:.0f} s): {message}{count}", file=sys.stderr, flush=True)
 
             progress(f"{len(runs)} runs under {', '.join(map(str, args.dirs))}", None, None)
-            rows = evaluate_pending(runs, gpu, profile_ahead=not args.no_profile_ahead, deadline=deadline,
+            rows = evaluate_pending(runs, gpu, profile_ahead=not args.no_profile_ahead,
+                                    verify_ahead=not args.no_verify_ahead, deadline=deadline,
                                     progress=progress)
     except KernelskillError as exc:
         print(f"error: {exc}", file=sys.stderr)
