@@ -268,7 +268,12 @@ def run_cmd(ctx, task_files: tuple[Path, ...], kernelbench: Path | None, levels:
     drive_opts = DriveOptions(llm_concurrency=llm_concurrency or settings.bench.llm_concurrency,
                               max_active=max_active or settings.bench.max_active, budget_s=budget_s,
                               build_jobs=settings.harness.build_jobs or None)
-    gpu = {"name": backend.name, "arch": settings.arch, "notes": ""}
+    from kernelskill.pipeline.loop.agents import default_gpu
+
+    # what the prompts state: the protocol's contract and the facts of the GPU the candidates run on (this
+    # machine's, else the arch's default GPU: a split suite plans here for the GPU box)
+    gpu = default_gpu(settings.arch, name=None if backend.name == "cpu" else backend.name,
+                      protocol=harness["protocol"])
     display = SuiteDisplay(f"kernelskill bench {suite.path.name}", enabled=not (ctx.json or no_progress)
                            and sys.stderr.isatty())
     with display:

@@ -335,7 +335,6 @@ def resume_all(ctx, store, settings, stops: list[str], rounds: int | None, provi
         if key not in checked:
             opt.make_llm(own[r.id], stops)
             checked.add(key)
-    gpu = {"name": "NVIDIA GPU", "arch": settings.arch, "notes": ""}
     results: dict[str, Any] = {}
     errors: dict[str, str] = {}
     from kernelskill.commands._progress import Progress
@@ -348,7 +347,7 @@ def resume_all(ctx, store, settings, stops: list[str], rounds: int | None, provi
                         continue
                     try:
                         results[r.id] = Loop(r, opt.make_llm(own[r.id], [], check=False), evaluator, retriever,
-                                             options[r.id], gpu=gpu).execute()
+                                             options[r.id], gpu=opt.run_gpu(r, settings)).execute()
                     except KernelskillError as exc:
                         errors[r.id] = str(exc)
             if not batch_gpu:

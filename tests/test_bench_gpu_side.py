@@ -132,6 +132,24 @@ def test_export_to_one_file_and_import_it_back(tmp_path: Path, monkeypatch: pyte
         import_runs(bad, tmp_path / "elsewhere")
 
 
+def test_two_suites_with_the_same_run_ids_go_in_one_batch(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Two suites (an arm and its ablation) share run ids; each DIR gets its own bundle in and out."""
+    arms = {name: paused_runs(tmp_path / name, 2) for name in ("kb", "none")}
+    carries = [export_runs([r.path for r in arms[name]], tmp_path / f"{name}.tar")[0] for name in arms]
+    monkeypatch.setattr(gpu_side, "HarnessGPU", _Scripted)
+    boxes = [tmp_path / "box" / name for name in arms]
+    backs = [tmp_path / "out" / f"{name}-back.tar" for name in arms]
+    argv = [*map(str, boxes), "--import", *map(str, carries), "--export-to", *map(str, backs),
+            "--no-profile-ahead", "--no-verify-ahead"]
+    assert gpu_side.main(argv) == 0
+    for name, back in zip(arms, backs, strict=True):
+        paths = import_runs(back, tmp_path / name / "runs", replace=True)
+        assert [p.name for p in paths] == ["000-add", "001-add"]
+        for run in arms[name]:
+            assert [e["type"] for e in on_disk(run.path)][-1] == "eval"
+    assert gpu_side.main([*map(str, boxes), "--import", str(carries[0])]) == 2  # one bundle per DIR
+
+
 @pytest.mark.slow
 def test_bare_box_budget_and_one_file_with_the_real_harness(tmp_path: Path) -> None:
     """On a box with only torch and the standard library: the real harness (CPU mode) through the pool."""

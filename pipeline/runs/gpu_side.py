@@ -246,15 +246,16 @@ def evaluate_pending(runs: Iterable[Run], evaluator: Any = None, *, profile_ahea
         steps = []
         locked: dict[str, bool] = {}  # a run paused before a search round's batch holds several steps: one lock
         for step in pending_gpu_steps(runs):
-            if step.run.id not in locked:
+            key = str(step.run.path)  # two suites' runs can share an id
+            if key not in locked:
                 try:
                     stack.enter_context(step.run.lock())
-                    locked[step.run.id] = True
+                    locked[key] = True
                 except KernelskillError as exc:
-                    locked[step.run.id] = False
+                    locked[key] = False
                     rows.append(_row(step, None, error=f"skipped: {exc}"))
                     continue
-            if not locked[step.run.id]:
+            if not locked[key]:
                 rows.append(_row(step, None, error="skipped: the run is held by another process"))
                 continue
             steps.append(step)
@@ -366,10 +367,12 @@ def main(argv: Sequence[str] | None = None) -> int:
                         help="do not profile a candidate that would become the parent (saves ncu time, costs a trip)")
     parser.add_argument("--import", dest="archives", nargs="+", type=Path, default=[], metavar="ARCHIVE",
                         help="unpack these run archives (kernelskill runs export) or bundles (kernelskill bench "
-                             "export, FILE.tar) into DIR first")
-    parser.add_argument("--export-to", type=Path, default=None, metavar="FILE.tar|FOLDER",
+                             "export, FILE.tar) into DIR first; with several DIRs, one bundle per DIR, in order "
+                             "(two suites evaluated in one batch)")
+    parser.add_argument("--export-to", dest="exports", nargs="+", type=Path, default=[], metavar="FILE.tar|FOLDER",
                         help="afterwards (also when stopped by the budget) write every run under DIR back: into "
-                             "ONE file when it ends in .tar, else one archive per run into FOLDER")
+                             "ONE file when it ends in .tar, else one archive per run into FOLDER; with several "
+                             "DIRs, one FILE.tar per DIR, in order")
     parser.add_argument("--budget-s", type=float, default=None, metavar="S",
                         help="start no evaluation that would end later than S seconds after the start; the "
                              "steps left stay pending for the next trip")
@@ -397,15 +400,21 @@ def main(argv: Sequence[str] | None = None) -> int:
 
     rows: list[dict[str, Any]] = []
     runs: list[Run] = []
+    by_dir: list[tuple[Path, list[Run]]] = []
     try:
-        if args.archives and len(args.dirs) != 1:
-            raise KernelskillError("--import needs exactly one DIR to unpack into")
-        for archive in args.archives:
+        if len(args.dirs) > 1 and args.archives and len(args.archives) != len(args.dirs):
+            raise KernelskillError(f"--import: {len(args.dirs)} DIRs need one bundle each, in order "
+                                   f"(got {len(args.archives)})")
+        if len(args.exports) not in (0, 1, len(args.dirs)) or (len(args.dirs) > 1 and len(args.exports) == 1):
+            raise KernelskillError(f"--export-to: {len(args.dirs)} DIRs need one FILE.tar each, in order")
+        for i, archive in enumerate(args.archives):
+            into = args.dirs[i] if len(args.dirs) > 1 else args.dirs[0]
             if is_bundle(archive):
-                import_runs(archive, args.dirs[0], replace=True, require=(MANIFEST,))
+                import_runs(archive, into, replace=True, require=(MANIFEST,))
             else:
-                import_run(archive, args.dirs[0], replace=True, require=(MANIFEST,))
-        runs = [run for d in args.dirs for run in find_runs(d)]
+                import_run(archive, into, replace=True, require=(MANIFEST,))
+        by_dir = [(d, find_runs(d)) for d in args.dirs]
+        runs = [run for _, found in by_dir for run in found]
         if args.dry_run:
             rows = [_row(s, None, error="pending") for s in pending_gpu_steps(runs)]
         else:
@@ -424,16 +433,20 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"error: {exc}", file=sys.stderr)
         return exc.exit_code
     finally:  # what was measured travels back even when the evaluation stopped half-way
-        if args.export_to is not None and runs:
+        pairs = list(zip(args.exports, [found for _, found in by_dir], strict=False)) if len(args.exports) > 1 \
+            else [(args.exports[0], runs)] if args.exports else []
+        for target, some in pairs:
+            if not some:
+                continue
             try:
-                if args.export_to.suffix == BUNDLE_SUFFIX:
-                    _, problems = export_runs([r.path for r in runs], args.export_to)
+                if target.suffix == BUNDLE_SUFFIX:
+                    _, problems = export_runs([r.path for r in some], target)
                     for problem in problems:
                         print(f"error: not exported: {problem}", file=sys.stderr)
                 else:
-                    args.export_to.mkdir(parents=True, exist_ok=True)
-                    for run in runs:
-                        export_run(run.path, args.export_to / f"{run.id}{ARCHIVE_SUFFIX}")
+                    target.mkdir(parents=True, exist_ok=True)
+                    for run in some:
+                        export_run(run.path, target / f"{run.id}{ARCHIVE_SUFFIX}")
             except KernelskillError as exc:
                 print(f"error: export: {exc}", file=sys.stderr)
         if previous is not None:
