@@ -28,7 +28,8 @@ def paused_runs(root: Path, n: int, candidate: str | None = None) -> list[Any]:
         run = store.create(task, {"model": "m", "options": {}, "harness": {"timing_trials": 5,
                                                                            "correctness_trials": 1}},
                            run_id=f"{i:03d}-add")
-        rel = run.write_candidate("r00.generate", candidate or kernel(f"speedup={1.5 + i / 10:.1f}", str(i)))
+        source = f"{candidate}\n# run {i}\n" if candidate else kernel(f"speedup={1.5 + i / 10:.1f}", str(i))
+        rel = run.write_candidate("r00.generate", source)  # distinct files: identical jobs are measured once
         run.log.append("loop", "run_paused", {"before": "r00.eval", "side": "gpu",
                                               "request": gpu_request("eval", "r00.eval", rel) | {"round": 0}})
         runs.append(run)
@@ -148,6 +149,33 @@ def test_two_suites_with_the_same_run_ids_go_in_one_batch(tmp_path: Path, monkey
         for run in arms[name]:
             assert [e["type"] for e in on_disk(run.path)][-1] == "eval"
     assert gpu_side.main([*map(str, boxes), "--import", str(carries[0])]) == 2  # one bundle per DIR
+
+
+class _Counting(_Scripted):
+    calls: list[str] = []
+
+    def evaluate(self, task: Path, candidate: Path, *, seed: int | None = None) -> dict[str, Any]:
+        self.calls.append(Path(candidate).read_text())
+        return super().evaluate(task, candidate, seed=seed)
+
+
+def test_identical_jobs_of_two_arms_are_measured_once_and_recorded_in_both(tmp_path: Path) -> None:
+    """An arm and its ablation start from the same seed file: one measurement, the same result in each run;
+    a different candidate (or another harness setting) is measured on its own."""
+    arms = {name: paused_runs(tmp_path / name, 2) for name in ("kb", "none")}  # 000 and 001 differ per run
+    _Counting.calls = []
+    rows = gpu_side.evaluate_pending([r for runs in arms.values() for r in runs], _Counting(), profile_ahead=False)
+    assert len(rows) == 4 and len(_Counting.calls) == 2
+    for a, b in zip(arms["kb"], arms["none"], strict=True):
+        ea, eb = (RunStore(r.path.parent).open(r.id).log.find("r00.eval", "eval") for r in (a, b))
+        assert ea["data"]["result"] == eb["data"]["result"]
+    other = paused_runs(tmp_path / "other", 1)
+    manifest = other[0].path / "run.json"
+    manifest.write_text(manifest.read_text().replace('"timing_trials": 5', '"timing_trials": 7'))
+    _Counting.calls = []
+    gpu_side.evaluate_pending([*paused_runs(tmp_path / "again", 1), *RunStore(tmp_path / "other" / "runs").list()],
+                              _Counting(), profile_ahead=False)
+    assert len(_Counting.calls) == 2  # same files, other harness settings: two measurements
 
 
 @pytest.mark.slow

@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import hashlib
 import inspect
 import json
 import logging
@@ -213,6 +214,47 @@ def verify_ahead_request(run: Run) -> dict[str, Any] | None:
     return None if run.log.find(request["step"], "eval") is not None else request
 
 
+def job_key(step: PendingStep) -> str:
+    """What makes two GPU steps the same measurement: the step type, the task's and the candidate's bytes,
+    the seed and the run's harness settings. Steps of different runs with one key are measured once (the
+    seed of an ablation arm is the same file as its knowledge arm's) and the result is recorded in each."""
+    digest = hashlib.sha256()
+    for part in (step.request["type"], str(step.request.get("seed"))):
+        digest.update(part.encode() + b"\0")
+    for rel in (step.request["task"], step.request["candidate"]):
+        try:
+            digest.update((step.run.path / rel).read_bytes() + b"\0")
+        except OSError:
+            digest.update(f"{step.run.path / rel}\0".encode())  # unreadable: never shared
+    digest.update(json.dumps(step.run.manifest.get("harness") or {}, sort_keys=True, default=str).encode())
+    return digest.hexdigest()
+
+
+class _Shared:
+    """The evaluator, with one measurement per :func:`job_key` within a call of :func:`evaluate_pending`."""
+
+    def __init__(self, evaluator: Any) -> None:
+        self.evaluator = evaluator
+        self.done: dict[str, dict[str, Any]] = {}
+
+    def bind(self, step: PendingStep) -> Any:
+        key, shared = job_key(step), self
+
+        class _One:
+            def evaluate(self, task: Path, candidate: Path, *, seed: int | None = None) -> dict[str, Any]:
+                if key not in shared.done:
+                    shared.done[key] = (shared.evaluator.evaluate(task, candidate, seed=seed) if seed is not None
+                                        else shared.evaluator.evaluate(task, candidate))
+                return shared.done[key]
+
+            def profile(self, task: Path, candidate: Path) -> dict[str, Any]:
+                if key not in shared.done:
+                    shared.done[key] = shared.evaluator.profile(task, candidate)
+                return shared.done[key]
+
+        return _One()
+
+
 def _accepts(fn: Any, name: str) -> bool:
     try:
         return name in inspect.signature(fn).parameters
@@ -284,32 +326,42 @@ def evaluate_pending(runs: Iterable[Run], evaluator: Any = None, *, profile_ahea
 
         if evals and hasattr(evaluator, "evaluate_many"):
             streaming = _accepts(evaluator.evaluate_many, "on_result")
+            keys = [job_key(s) for s in evals]
+            unique: list[PendingStep] = []  # identical jobs (an arm and its ablation share a seed) run once
+            index: dict[str, int] = {}
+            for step, key in zip(evals, keys, strict=True):
+                if key not in index:
+                    index[key] = len(unique)
+                    unique.append(step)
 
-            def measured(i: int, result: dict[str, Any] | None, error: BaseException | None) -> None:
-                handled.add(id(evals[i]))
-                if error is not None:
-                    with lock:
-                        rows.append(_row(evals[i], None, error=NOT_STARTED if _budget(error) else
-                                         f"error: {type(error).__name__}: {error}"))
-                else:
-                    record(evals[i], Measured(result or {}))
+            def measured(j: int, result: dict[str, Any] | None, error: BaseException | None) -> None:
+                for i in (i for i, key in enumerate(keys) if index[key] == j):
+                    handled.add(id(evals[i]))
+                    if error is not None:
+                        with lock:
+                            rows.append(_row(evals[i], None, error=NOT_STARTED if _budget(error) else
+                                             f"error: {type(error).__name__}: {error}"))
+                    else:
+                        record(evals[i], Measured(result or {}))
 
             try:
                 if streaming:
-                    evaluator.evaluate_many(evals, on_result=measured, deadline=deadline)
+                    evaluator.evaluate_many(unique, on_result=measured, deadline=deadline)
                 else:
-                    batch = evaluator.evaluate_many(evals)
-                    for i, result in enumerate(batch):
-                        measured(i, result, None)
-                log.info("evaluated %d pending candidates in one batch", len(evals))
+                    batch = evaluator.evaluate_many(unique)
+                    for j, result in enumerate(batch):
+                        measured(j, result, None)
+                log.info("evaluated %d pending candidates in one batch (%d identical jobs shared)",
+                         len(unique), len(evals) - len(unique))
             except Exception as exc:  # noqa: BLE001 - the batch failed as a whole: one at a time instead
                 log.warning("the batch of %d evaluations failed (%s); evaluating the rest one at a time",
-                            len(evals), exc)
+                            len(unique), exc)
+        shared = _Shared(evaluator)
         for step in [s for s in evals if id(s) not in handled] + [s for s in steps if s.request["type"] != "eval"]:
             if _past(deadline):
                 rows.append(_row(step, None, error=NOT_STARTED))
                 continue
-            record(step, evaluator)
+            record(step, shared.bind(step))
         if verify_ahead:
             touched = {id(s.run): s.run for s in steps if s.request["type"] == "eval"}
             for run in touched.values():
@@ -320,7 +372,7 @@ def evaluate_pending(runs: Iterable[Run], evaluator: Any = None, *, profile_ahea
             if _past(deadline):
                 break  # a step ahead is optional: the loop asks for it again
             try:
-                rows.append(_row(step, run_gpu_step(step.run, step.request, evaluator))
+                rows.append(_row(step, run_gpu_step(step.run, step.request, shared.bind(step)))
                             | {"type": f"{step.request['type']} ahead"})
             except Exception as exc:  # noqa: BLE001 - a profile ahead is optional: the loop asks again
                 log.warning("%s %s (ahead): %s", step.run.id, step.request["step"], exc)
@@ -433,6 +485,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"error: {exc}", file=sys.stderr)
         return exc.exit_code
     finally:  # what was measured travels back even when the evaluation stopped half-way
+        if previous is not None:  # a second SIGTERM must not cut the export short: it is what the trip is for
+            signal.signal(signal.SIGTERM, signal.SIG_IGN)
         pairs = list(zip(args.exports, [found for _, found in by_dir], strict=False)) if len(args.exports) > 1 \
             else [(args.exports[0], runs)] if args.exports else []
         for target, some in pairs:
