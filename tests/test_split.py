@@ -314,7 +314,9 @@ def test_resume_all_advances_every_run_with_batched_gpu_steps(tmp_path: Path, ta
     rows = json.loads(out.output)
     assert [r["status"] for r in rows] == ["finished", "finished"]
     assert [r["best_speedup"] for r in rows] == [pytest.approx(1.60)] * 2
-    assert batch_log.read_text().split() == ["2", "2", "2"]  # r00.eval, r01.eval, verify: both runs at once
+    # r00.eval, r01.eval, verify: both runs in one call each time; their jobs are identical (same task, same
+    # answers), so each batch measures one and records it in both runs
+    assert batch_log.read_text().split() == ["1", "1", "1"]
     for run in RunStore(runs_dir).list():
         assert run.status() == "finished"
         assert len(run.log.of_type("profile")) == 1  # the profile went through the same batch call path
