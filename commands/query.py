@@ -81,7 +81,7 @@ def query(ctx, kernel: Path, task: Path | None, profile_path: Path | None, run_n
 def query_result(ctx, kernel: Path, *, task: Path | None, profile: Any, context: dict[str, Any], k: int) -> Any:
     """The QueryResult ``query`` shows (the MCP tool calls this too): the task and the context fields are
     checked first; a missing KB is built once, with a note and progress on stderr."""
-    from kernelskill.kb.store import CURRENT, KBStore
+    from kernelskill.kb.sources import CURRENT
     from kernelskill.retrieval.api import query as run_query
 
     if task is not None:
@@ -89,7 +89,7 @@ def query_result(ctx, kernel: Path, *, task: Path | None, profile: Any, context:
     settings = ctx.settings()
     if (settings.kb_dir / CURRENT).is_file():
         if context:
-            context = check_context(context, KBStore.open(settings.kb_dir, read_only=True).fields())
+            context = check_context(context, _kb_fields(settings))
         return run_query(kernel, task=task, profile=profile, settings=settings, context=context or None, k=k)
     click.echo(f"no knowledge base in {settings.kb_dir} yet: this query builds it from the bundled skills "
                f"(once; embedding the skill docs takes a while on a small CPU)", err=True)
@@ -98,8 +98,14 @@ def query_result(ctx, kernel: Path, *, task: Path | None, profile: Any, context:
     with Progress("query") as progress, progress.stage("building the knowledge base"):
         result = run_query(kernel, task=task, profile=profile, settings=settings, context=context or None, k=k)
     if context:  # the KB exists now: its fields say which context keys are valid
-        check_context(context, KBStore.open(settings.kb_dir, read_only=True).fields())
+        check_context(context, _kb_fields(settings))
     return result
+
+
+def _kb_fields(settings: Any) -> list[Any]:
+    from kernelskill.kb.store import KBStore  # DuckDB: only a query with --context reads the fields here
+
+    return KBStore.open(settings.kb_dir, read_only=True).fields()
 
 
 # ------------------------------------------------------------------------------------------ render

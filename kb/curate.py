@@ -22,7 +22,6 @@ from __future__ import annotations
 
 import contextlib
 import datetime as _dt
-import hashlib
 import json
 import logging
 import os
@@ -45,34 +44,22 @@ from kernelskill.kb.loader import (
     raise_first,
 )
 from kernelskill.kb.schema import SECTIONS
+from kernelskill.kb.sources import (  # noqa: F401 - re-exported: the sources of a KB live there, stdlib-only
+    FINGERPRINT_FILE,
+    SOURCES_FILE,
+    base_skills_dir,
+    bundled_skills_dir,
+    kb_is_stale,
+    sources_fingerprint,
+)
 from kernelskill.kb.store import DriftReport, IngestReport, KBStore
 
 log = logging.getLogger(__name__)
 
 IMPORTED_DIR = "imported"
-SOURCES_FILE = "sources.json"
-FINGERPRINT_FILE = "sources.fingerprint"
 PENDING_FILE = "pending-write.json"
 PENDING_DIR = "pending"
 RECOVERED_PREFIX = "recovered-"
-
-
-def bundled_skills_dir() -> Path:
-    return Path(__file__).resolve().parent / "skills"
-
-
-def base_skills_dir(settings: Any, bundled: Path | None = None) -> Path:
-    """The base skills folder of a home: ``bundled`` if given, else the one ``kb init --skills`` recorded,
-    else the skills shipped with the package."""
-    if bundled is not None:
-        return Path(bundled).resolve()
-    recorded = Path(settings.kb_dir) / SOURCES_FILE
-    if recorded.is_file():
-        try:
-            return Path(json.loads(recorded.read_text())["bundled"])
-        except (ValueError, KeyError) as exc:
-            raise KernelskillError(f"{recorded}: corrupt ({exc})") from exc
-    return bundled_skills_dir()
 
 
 def _source_groups(settings: Any, bundled: Path | None, exclude: list[Path] | None = None) -> list[list[Path]]:
@@ -89,25 +76,6 @@ def _source_groups(settings: Any, bundled: Path | None, exclude: list[Path] | No
         if files:
             groups.append(files)
     return groups
-
-
-def sources_fingerprint(settings: Any, bundled: Path | None = None) -> str:
-    """A cheap fingerprint (names, sizes, mtimes) of every file the KB is built from: when it changes
-    (an upgrade brought new bundled skills, a file was edited by hand) the KB is rebuilt on open."""
-    digest = hashlib.sha256()
-    for root in (base_skills_dir(settings, bundled), Path(settings.user_skills_dir)):
-        digest.update(f"[{root}]".encode())
-        if not root.is_dir():
-            continue
-        for path in sorted(p for p in root.rglob("*") if p.is_file() and "__pycache__" not in p.parts):
-            st = path.stat()
-            digest.update(f"{path.relative_to(root).as_posix()}:{st.st_size}:{st.st_mtime_ns}\n".encode())
-    return digest.hexdigest()
-
-
-def kb_is_stale(settings: Any) -> bool:
-    record = Path(settings.kb_dir) / FINGERPRINT_FILE
-    return not record.is_file() or record.read_text().strip() != sources_fingerprint(settings)
 
 
 def _record_fingerprint(settings: Any, bundled: Path | None) -> None:

@@ -59,10 +59,10 @@ from kernelskill.kb.schema import (
     Tier,
     Veto,
 )
+from kernelskill.kb.sources import CURRENT
 
 log = logging.getLogger(__name__)
 
-CURRENT = "CURRENT"
 DB_DIR = "db"
 CHROMA_DIR = "chroma"
 COLLECTION = "skill_docs"

@@ -40,11 +40,28 @@ def _open_store(settings: Any) -> Any:
     with _LOCK:
         store = _STORES.get(key)
         if store is None:
-            from kernelskill.kb.home import open_store
-
-            store = open_store(settings, read_only=True)
+            store = _disk_reads_store(settings)
             _STORES[key] = store
         return store
+
+
+def _disk_reads_store(settings: Any) -> Any:
+    """The KB of ``settings`` behind its disk cache of reads (:mod:`.kb_reads`): the real store is opened
+    (building the KB when missing, rebuilding it when its skills changed) now when the KB is not current,
+    else on the first read the disk cache does not have."""
+    from kernelskill.kb.sources import kb_is_current
+
+    from .kb_reads import DiskReadsKB
+
+    def open_real() -> Any:
+        from kernelskill.kb.home import open_store  # DuckDB, the store, curation: only when needed (heavy)
+
+        return open_store(settings, read_only=True)
+
+    reader = DiskReadsKB(settings, open_real)
+    if not kb_is_current(settings):
+        reader.store()
+    return reader
 
 
 class _LRU:

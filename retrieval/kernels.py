@@ -29,6 +29,7 @@ from kernelskill.taskfile import parse_task
 from .engine import PredicateEvaluator, Rules, decide_tier, derive, rank_bottlenecks
 from .op_hints import _calls
 from .result import KernelDiagnosis, TraceStep
+from .yaml_load import safe_load
 
 log = logging.getLogger(__name__)
 
@@ -51,7 +52,7 @@ class KernelOps:
 @functools.cache
 def load_kernel_ops(path: Path = RULES_PATH) -> KernelOps:
     try:
-        data = yaml.safe_load(path.read_text())
+        data = safe_load(path.read_text())
     except (OSError, yaml.YAMLError) as exc:
         raise KernelskillError(f"{path}: cannot read the kernel-op rules: {exc}") from exc
     ops = tuple(data.get("ops") or ())

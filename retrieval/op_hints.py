@@ -28,6 +28,7 @@ from kernelskill.taskfile import dotted_name as _dotted
 from kernelskill.taskfile import parse_task
 
 from .result import TraceStep
+from .yaml_load import safe_load
 
 RULES_PATH = Path(__file__).with_name("op_hints.yaml")
 FAMILIES = ("attention", "softmax", "norm", "rms_norm", "gemm", "gemv", "conv", "pool", "scan", "scatter",
@@ -65,7 +66,7 @@ class _Rules:
 @functools.cache
 def load_rules(path: Path = RULES_PATH) -> _Rules:
     try:
-        data = yaml.safe_load(path.read_text())
+        data = safe_load(path.read_text())
     except (OSError, yaml.YAMLError) as exc:
         raise KernelskillError(f"{path}: cannot read the op-hint rules: {exc}") from exc
     patterns: dict[str, re.Pattern[str]] = {}

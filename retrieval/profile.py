@@ -57,9 +57,11 @@ class FieldMap(BaseModel):
 def load_field_map(path: str | None = None) -> FieldMap:
     import yaml
 
+    from .yaml_load import safe_load
+
     p = Path(path) if path else FIELD_MAP_PATH
     try:
-        data = yaml.safe_load(p.read_text())
+        data = safe_load(p.read_text())
     except (OSError, yaml.YAMLError) as exc:
         raise KernelskillError(f"{p}: cannot read the field map: {exc}") from exc
     return FieldMap.model_validate({k: v for k, v in data.items() if k != "version"})

@@ -1,7 +1,9 @@
 """The fast paths of a cold query give the answers of the slow ones: the exact search over the doc
 vectors' mirror, in plain Python and in numpy, returns what Chroma returns (same ids, same order, same
 distances), on the bundled KB through a real store (DuckDB file, Chroma collection, bundled MiniLM); and
-a query in a new process imports neither chromadb nor torch (nor numpy, for a query text seen before)."""
+a query in a new process imports neither chromadb nor torch (nor numpy, for a query text seen before).
+The KB reads kept on disk are the store's reads, for the DuckDB version that gave them only; a query
+answered from them in a new process does not import DuckDB and prints what the store's answer prints."""
 
 from __future__ import annotations
 
@@ -126,11 +128,11 @@ def test_missing_mirror_falls_back_to_chroma_and_ingest_or_doctor_writes_it_back
         assert report.in_sync and path.is_file(), "kb doctor --repair writes a missing mirror"
 
 
-def _cold(home: Path, body: str) -> dict:
+def _cold(home: Path, body: str, modules: tuple[str, ...] = ("chromadb", "torch", "sentence_transformers",
+                                                             "numpy")) -> dict:
     script = ("import json, sys\nimport kernelskill\nfrom kernelskill.config import load_settings\n"
               f"settings = load_settings(home={str(home)!r})\n{body}\n"
-              "print(json.dumps({m: m in sys.modules for m in ('chromadb', 'torch', 'sentence_transformers', "
-              "'numpy')}))")
+              f"print(json.dumps({{m: m in sys.modules for m in {modules!r}}}))")
     out = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, cwd=ROOT, timeout=300)
     assert out.returncode == 0, out.stderr[-2000:]
     return json.loads(out.stdout.strip().splitlines()[-1])
@@ -156,3 +158,103 @@ def test_a_cold_cli_query_imports_neither_chromadb_nor_torch(home: Path) -> None
             f"try:\n    main({args!r})\nexcept SystemExit as exc:\n    assert not exc.code, exc.code\n")
     loaded = _cold(home, body)
     assert (loaded["chromadb"], loaded["torch"], loaded["sentence_transformers"]) == (False, False, False)
+
+
+def _reads(kb) -> dict:
+    """Every read a query can make, on ``kb`` (a store or a DiskReadsKB)."""
+    out: dict = {"fields": kb.fields(), "predicates": kb.predicates(), "tiers": kb.tiers(),
+                 "bottlenecks": kb.bottlenecks(), "vetoes": kb.vetoes(), "counts": kb.counts(),
+                 "methods": kb.methods(), "none": kb.methods([])}
+    ids = [m.id for m in out["methods"]]
+    out["some"] = kb.methods(ids[::3] + ["no_such_method"])
+    out["roots"] = [kb.example_root(i) for i in ids] + [kb.example_root("no_such_method")]
+    for b in [b.id for b in out["bottlenecks"]] + [None]:
+        for t in [t.id for t in out["tiers"]] + [None]:
+            for st in (None, 0, 3):
+                for fb in (False, True):
+                    out[("cases", b, t, st, fb)] = kb.cases_for(b, t, st, fallback=fb)
+    return out
+
+
+def _no_store() -> None:
+    raise AssertionError("the store was opened")
+
+
+def test_kb_reads_from_disk_are_the_stores_for_its_version_only(home: Path) -> None:
+    from kernelskill.kb.sources import CURRENT
+    from kernelskill.retrieval.kb_reads import DiskReadsKB
+    from kernelskill.retrieval.search_cache import CACHE_NAME
+
+    settings = load_settings(home=home)
+    (settings.kb_dir / CACHE_NAME).unlink(missing_ok=True)
+    with KBStore.open(settings.kb_dir, read_only=True, embed_settings=settings.embed) as store:
+        want = _reads(store)
+        first = DiskReadsKB(settings, lambda: KBStore.open(settings.kb_dir, read_only=True,
+                                                           embed_settings=settings.embed))
+        assert _reads(first) == want  # answered by the store, and kept
+        assert first._store is not None
+        again = DiskReadsKB(settings, _no_store)
+        got = _reads(again)  # a new reader: every answer from disk, the store never opened
+        assert got == want
+        assert [type(m) for m in got["methods"]] == [type(m) for m in want["methods"]]
+        assert any(got[k] for k in got if isinstance(k, tuple)), "some cases were compared"
+        assert again.content_hash() == store.content_hash()
+        assert again.embedder is store.embedder, "the same shared embedder, without the store"
+        first.close()
+        again.close()
+
+    pointer = settings.kb_dir / CURRENT
+    saved = pointer.read_text()
+    try:  # another version: what was kept for the previous one is not used, and is dropped when it answers
+        pointer.write_text(json.dumps({**json.loads(saved), "content_hash": "f" * 64}))
+        other = DiskReadsKB(settings, _no_store)
+        with pytest.raises(AssertionError, match="the store was opened"):
+            other.tiers()
+        with KBStore.open(settings.kb_dir, read_only=True, embed_settings=settings.embed) as store:
+            other = DiskReadsKB(settings, lambda: store)
+            assert other.tiers() == want["tiers"]
+            db = other._conn()
+            assert db is not None
+            versions = {r[0] for r in db.execute("SELECT DISTINCT version FROM reads")}
+            assert versions == {json.dumps([json.loads(saved)["db"], "f" * 64])}
+            other._db.close()
+    finally:
+        pointer.write_text(saved)
+
+
+def test_a_stale_kb_is_rebuilt_before_any_read_from_disk(home: Path) -> None:
+    from kernelskill.kb.sources import FINGERPRINT_FILE, kb_is_current
+    from kernelskill.retrieval.api import _disk_reads_store
+
+    settings = load_settings(home=home)
+    record = settings.kb_dir / FINGERPRINT_FILE
+    saved = record.read_text()
+    try:
+        record.write_text("0" * 64)  # as if the skills had changed since the KB was built
+        assert not kb_is_current(settings)
+        reader = _disk_reads_store(settings)
+        assert reader._store is not None, "opened (and rebuilt) at once, as open_store does"
+        assert kb_is_current(settings)
+        reader.close()
+    finally:
+        record.write_text(saved)
+
+
+def test_a_cold_query_answered_from_disk_reads_imports_no_duckdb_and_prints_the_same(home: Path) -> None:
+    e = MANIFEST[0]
+    kb_dir = load_settings(home=home).kb_dir
+    out = kb_dir.parent / "out.json"
+    args = ["--home", str(home), "--json", "query", str(EX / e["kernel"]), "--profile", str(EX / e["profile"])]
+    body = ("import contextlib\nfrom kernelskill.cli import main\n"
+            f"with open({str(out)!r}, 'w') as fh, contextlib.redirect_stdout(fh):\n"
+            f"    try:\n        main({args!r})\n    except SystemExit as exc:\n        assert not exc.code, exc.code\n")
+    answers = []
+    for cached in (False, True):
+        if not cached:
+            (kb_dir / "search_cache.sqlite").unlink(missing_ok=True)
+        loaded = _cold(home, body, ("duckdb", "kernelskill.kb.store", "chromadb"))
+        assert loaded == {"duckdb": not cached, "kernelskill.kb.store": not cached, "chromadb": False}, cached
+        answer = json.loads(out.read_text())
+        answer.pop("timings_ms")
+        answers.append(answer)
+    assert answers[0] == answers[1]
