@@ -258,3 +258,44 @@ def test_a_cold_query_answered_from_disk_reads_imports_no_duckdb_and_prints_the_
         answer.pop("timings_ms")
         answers.append(answer)
     assert answers[0] == answers[1]
+
+
+def test_rule_files_parse_the_same_with_libyaml() -> None:
+    import yaml
+
+    from kernelskill.retrieval import yaml_load
+
+    files = sorted((ROOT / "retrieval").glob("*.yaml"))
+    assert len(files) >= 3
+    for path in files:
+        text = path.read_text()
+        assert yaml_load.safe_load(text) == yaml.safe_load(text), path.name
+
+
+def test_sources_fingerprint_lists_the_files_rglob_lists(tmp_path: Path) -> None:
+    import hashlib
+    from types import SimpleNamespace
+
+    from kernelskill.kb.sources import bundled_skills_dir, sources_fingerprint
+
+    def by_rglob(settings) -> str:  # the plain statement of the fingerprint
+        digest = hashlib.sha256()
+        for root in (bundled_skills_dir(), Path(settings.user_skills_dir)):
+            digest.update(f"[{root}]".encode())
+            if root.is_dir():
+                for p in sorted(p for p in root.rglob("*") if p.is_file() and "__pycache__" not in p.parts):
+                    st = p.stat()
+                    digest.update(f"{p.relative_to(root).as_posix()}:{st.st_size}:{st.st_mtime_ns}\n".encode())
+        return digest.hexdigest()
+
+    user = tmp_path / "user"
+    for rel in ("a-b.yaml", "a/b.yaml", "a/c/d.yaml", ".hidden.yaml", "z.yaml", "a/__pycache__/x.pyc", "a b/é.yaml"):
+        (user / rel).parent.mkdir(parents=True, exist_ok=True)
+        (user / rel).write_text(rel)
+    (user / "link").symlink_to(user / "a", target_is_directory=True)
+    settings = SimpleNamespace(kb_dir=tmp_path / "kb", user_skills_dir=user)
+    assert sources_fingerprint(settings) == by_rglob(settings)
+    (user / "a" / "b.yaml").write_text("changed, longer")
+    assert sources_fingerprint(settings) == by_rglob(settings)
+    assert sources_fingerprint(SimpleNamespace(kb_dir=tmp_path / "kb", user_skills_dir=tmp_path / "none")) == \
+        by_rglob(SimpleNamespace(user_skills_dir=tmp_path / "none"))
