@@ -419,6 +419,9 @@ def query(kernel: str | Path, *, task: str | Path | None = None, profile: str | 
                       bottleneck=decision.bottleneck.name, bottleneck_text=b_text, tier=decision.tier.name)
     permitted = rank_methods(store, decision.permitted, text, case_id=decision.case.id, k=k,
                              static_only=profile is None)
+    flush = getattr(store, "flush", None)  # a DiskReadsKB keeps the reads it took from the store
+    if callable(flush):
+        flush()
     timings["rank"] = (time.perf_counter() - t3) * 1000
 
     notes = list(decision.notes)

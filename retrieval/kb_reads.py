@@ -6,9 +6,10 @@ DuckDB (importing ``duckdb``, the store and the linter, then connecting, is a th
 ranking make (``fields``, ``predicates``, ``tiers``, ``bottlenecks``, ``vetoes``, ``cases_for``,
 ``methods``, ``counts``, ``example_root``) from the ``reads`` table of ``<kb>/search_cache.sqlite`` when
 the same read was answered before by the same DuckDB version, and otherwise asks the real store (opened
-then, once) and keeps its answer. Anything else (``search_docs``, ``stats``, ...) goes to the real store;
-the doc-search answers have their own cache (:mod:`.search_cache`), which this object serves without the
-store (it knows the KB folder, the content hash and the embedder).
+then, once) and keeps its answer (written in one transaction by :meth:`DiskReadsKB.flush`, which a query
+calls at its end). Anything else (``search_docs``, ``stats``, ...) goes to the real store; the doc-search
+answers have their own cache (:mod:`.search_cache`), which this object serves without the store (it knows
+the KB folder, the content hash and the embedder).
 
 A DuckDB version is a file that is never written again once ``CURRENT`` names it, so an answer keyed by
 that file's name (and the content hash ``CURRENT`` gives with it) is the answer the store gives for it.
@@ -52,6 +53,7 @@ class DiskReadsKB:
         self._store: Any = None
         self._embedder: Any = None
         self._db: sqlite3.Connection | None = None
+        self._pending: list[tuple[str, str, str]] = []  # (version, key, answer) not written yet
         self._lock = threading.Lock()
 
     # -- the real store and the version ------------------------------------------------------------
@@ -118,15 +120,20 @@ class DiskReadsKB:
             return None
         return row[0] if row is not None else None
 
-    def _put(self, version: str, key: str, answer: str) -> None:
-        db = self._conn()
+    def flush(self) -> None:
+        """Write the answers read from the store since the last flush, in one transaction (a query calls
+        this once at its end), if ``CURRENT`` still names the version they were read from."""
+        with self._lock:
+            pending, self._pending = self._pending, []
+        version = self._version()
+        rows = [row for row in pending if version is not None and row[0] == json.dumps(list(version))]
+        db = self._conn() if rows else None
         if db is None:
             return
         try:
             with self._lock, db:
-                db.execute("DELETE FROM reads WHERE version != ?", (version,))
-                db.execute("INSERT OR REPLACE INTO reads (version, key, answer) VALUES (?, ?, ?)",
-                           (version, key, answer))
+                db.execute("DELETE FROM reads WHERE version != ?", (rows[0][0],))
+                db.executemany("INSERT OR REPLACE INTO reads (version, key, answer) VALUES (?, ?, ?)", rows)
         except sqlite3.Error as exc:  # read-only folder, locked by a writer: answered, just not kept
             log.debug("KB read cache not written: %s", exc)
 
@@ -142,7 +149,8 @@ class DiskReadsKB:
             return load(raw)
         answer = call(self.store())
         if self._version() == version:  # not switched while the store read it
-            self._put(tag, key, dump(answer))
+            with self._lock:
+                self._pending.append((tag, key, dump(answer)))
         return answer
 
     def _objects(self, name: str, args: list[Any], call: Callable[[Any], list[Any]]) -> list[Any]:
@@ -183,6 +191,7 @@ class DiskReadsKB:
                           lambda raw: Path(v) if (v := json.loads(raw)) is not None else None)
 
     def close(self) -> None:
+        self.flush()
         if self._db is not None:
             with contextlib.suppress(sqlite3.Error):
                 self._db.close()

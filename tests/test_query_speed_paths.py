@@ -193,6 +193,7 @@ def test_kb_reads_from_disk_are_the_stores_for_its_version_only(home: Path) -> N
                                                            embed_settings=settings.embed))
         assert _reads(first) == want  # answered by the store, and kept
         assert first._store is not None
+        first.flush()
         again = DiskReadsKB(settings, _no_store)
         got = _reads(again)  # a new reader: every answer from disk, the store never opened
         assert got == want
@@ -213,10 +214,15 @@ def test_kb_reads_from_disk_are_the_stores_for_its_version_only(home: Path) -> N
         with KBStore.open(settings.kb_dir, read_only=True, embed_settings=settings.embed) as store:
             other = DiskReadsKB(settings, lambda: store)
             assert other.tiers() == want["tiers"]
+            other.flush()
             db = other._conn()
             assert db is not None
             versions = {r[0] for r in db.execute("SELECT DISTINCT version FROM reads")}
             assert versions == {json.dumps([json.loads(saved)["db"], "f" * 64])}
+            assert other.vetoes() == want["vetoes"]  # read for the "f" version, which is gone before the flush
+            pointer.write_text(saved)
+            other.flush()
+            assert db.execute("SELECT count(*) FROM reads WHERE key LIKE '%vetoes%'").fetchone()[0] == 0
             other._db.close()
     finally:
         pointer.write_text(saved)
