@@ -175,7 +175,8 @@ def install_build_hooks(*, fast_headers: bool = True) -> None:
             _mark(name, "fast")
             return None
         BUILD_EVENTS.append({"name": name, "route": "fast" + ("(cached)" if info.get("cached") else ""), "ok": True,
-                             "seconds": info["seconds"], "compile_s": info.get("compile_s")})
+                             "seconds": info["seconds"], "compile_s": info.get("compile_s"),
+                             "phases": info.get("phases") or None})
         return mod
 
     def load_inline(*args: Any, **kwargs: Any) -> Any:

@@ -17,11 +17,13 @@ Anything else (or any failure here) falls back to the light and then the standar
 
 from __future__ import annotations
 
+import contextlib
 import ctypes
 import fcntl
 import hashlib
 import importlib.util
 import inspect
+import logging
 import os
 import re
 import shlex
@@ -29,10 +31,14 @@ import shutil
 import subprocess
 import time
 import types
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
+from .host_pch import HOST_PCH_DIR_ENV, NO_HOST_PCH_ENV, HostPrelude
 from .prelude import CandidateBuildError, light_cuda_source
+
+_log = logging.getLogger(__name__)
 
 TRAMPOLINE_VERSION = "1"
 
@@ -238,6 +244,11 @@ def _lock_dir(path: Path) -> Any:
     return fh
 
 
+def _box_cache() -> Path:
+    """Where what is built once per box lives (the trampoline, the precompiled host prelude)."""
+    return Path(os.environ.get("KERNELSKILL_HARNESS_CUBIN_CACHE", Path.home() / ".cache" / "kernelskill")).parent
+
+
 _TRAMPOLINE: Any = None
 
 
@@ -249,9 +260,7 @@ def trampoline() -> Any:
     import torch
     from torch.utils import cpp_extension as ce
 
-    root = Path(os.environ.get("KERNELSKILL_HARNESS_TRAMPOLINE_DIR")
-                or Path(os.environ.get("KERNELSKILL_HARNESS_CUBIN_CACHE", Path.home() / ".cache" / "kernelskill"))
-                .parent / "trampoline")
+    root = Path(os.environ.get("KERNELSKILL_HARNESS_TRAMPOLINE_DIR") or _box_cache() / "trampoline")
     tag = hashlib.sha256((TRAMPOLINE_SRC + torch.__version__ + TRAMPOLINE_VERSION).encode()).hexdigest()[:12]
     folder = root / tag
     name = f"ks_trampoline_{tag}"
@@ -318,7 +327,8 @@ def build_fast(params: dict[str, Any], ext_root: Path) -> tuple[Any, dict[str, A
     key = hashlib.sha256("\0".join([unit, *flags, *ldflags]).encode()).hexdigest()[:16]
     folder = ext_root / f"{params['name']}_fast_{key}"
     lib = folder / "lib.so"
-    info: dict[str, Any] = {"route": "fast", "cached": lib.is_file()}
+    phases: dict[str, Any] = {}
+    info: dict[str, Any] = {"route": "fast", "cached": lib.is_file(), "phases": phases}
     start = time.perf_counter()
     lock = _lock_dir(folder)
     try:
@@ -328,7 +338,7 @@ def build_fast(params: dict[str, Any], ext_root: Path) -> tuple[Any, dict[str, A
             if not os.path.isfile(nvcc):
                 nvcc = "nvcc"
             cmd = [nvcc, str(folder / "unit.cu"), "-o", str(folder / "lib.tmp.so"), *flags, *ldflags]
-            proc = run_nvcc(cmd, folder)
+            proc = run_nvcc(cmd, folder, phases)
             if proc.returncode != 0:
                 from .results import trim_log
 
@@ -352,25 +362,31 @@ def build_fast(params: dict[str, Any], ext_root: Path) -> tuple[Any, dict[str, A
 SERIAL_ENV = "KERNELSKILL_HARNESS_NVCC_SERIAL"
 
 
-def run_nvcc(cmd: list[str], folder: Path) -> subprocess.CompletedProcess[str]:
+def run_nvcc(cmd: list[str], folder: Path, phases: dict[str, Any] | None = None) -> subprocess.CompletedProcess[str]:
     """Run one nvcc compile-and-link with its host half and its device half side by side.
 
     nvcc runs its passes one after the other: the host preprocessor and ``cudafe++`` (which parse the
     whole unit), then the device preprocessor, ``cicc`` (which parses it again), ``ptxas`` and
     ``fatbinary``, then the host compile and the link. The two middle chains do not depend on each other,
     so this runs the steps ``nvcc -dryrun`` lists for the same command, the two chains at once (about a
-    third less wall time for a torch-including unit). Any surprise in the listing, or
-    ``KERNELSKILL_HARNESS_NVCC_SERIAL=1``, runs the plain command (through ccache when there is one).
+    third less wall time for a torch-including unit), and the host compile includes the prelude part of
+    the unit precompiled (``host_pch``; ``KERNELSKILL_HARNESS_NO_HOST_PCH=1`` turns that off). Any
+    surprise in the listing, or ``KERNELSKILL_HARNESS_NVCC_SERIAL=1``, runs the plain command (through
+    ccache when there is one). ``phases``, when given, receives the seconds of each part.
     """
+    phases = {} if phases is None else phases
     if not os.environ.get(SERIAL_ENV):
         plan = _split_dryrun(cmd)
         if plan is not None:
-            done = _run_plan(plan, folder)
+            done = _run_plan(plan, folder, phases)
             if done is not None:
                 return done
     wrapper = [shutil.which("ccache")] if shutil.which("ccache") and not os.environ.get(
         "TORCH_NO_COMPILER_WRAPPER") else []
-    return subprocess.run([*wrapper, *cmd], capture_output=True, text=True, timeout=900)
+    start = time.perf_counter()
+    done = subprocess.run([*wrapper, *cmd], capture_output=True, text=True, timeout=900)
+    phases["plain_nvcc_s"] = round(time.perf_counter() - start, 3)
+    return done
 
 
 def _split_dryrun(cmd: list[str]) -> tuple[list[str], list[str], list[str], list[str]] | None:
@@ -404,8 +420,23 @@ def _split_dryrun(cmd: list[str]) -> tuple[list[str], list[str], list[str], list
     return lines[:n_vars], host, device, rest
 
 
-def _run_plan(plan: tuple[list[str], list[str], list[str], list[str]],
-              folder: Path) -> subprocess.CompletedProcess[str] | None:
+_NVCC_TEMP_RE = re.compile(r'"((?:/[^"\s]*)?/tmpxft_[^"\s/]+)"')
+
+
+def _run_plan(plan: tuple[list[str], list[str], list[str], list[str]], folder: Path,
+              phases: dict[str, Any]) -> subprocess.CompletedProcess[str] | None:
+    """Run the plan; nvcc's temporary files (which its own run would delete) are deleted after it."""
+    temps = {Path(p) for p in _NVCC_TEMP_RE.findall("\n".join(plan[1] + plan[2] + plan[3]))}
+    try:
+        return _run_steps(plan, folder, phases)
+    finally:
+        for path in temps:
+            with contextlib.suppress(OSError):
+                path.unlink()
+
+
+def _run_steps(plan: tuple[list[str], list[str], list[str], list[str]], folder: Path,
+               phases: dict[str, Any]) -> subprocess.CompletedProcess[str] | None:
     variables, host, device, rest = plan
     exports = []
     for line in variables:  # NAME=VALUE lines only (a line such as `A="x" "y"` is nvcc's note, not shell)
@@ -420,9 +451,15 @@ def _run_plan(plan: tuple[list[str], list[str], list[str], list[str]],
         script.write_text(head + "\n".join(steps) + "\n")
         return subprocess.Popen(["bash", str(script)], stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
 
+    def finish(proc: subprocess.Popen[str], began: float) -> tuple[str, float]:
+        return proc.communicate(timeout=900)[0], round(time.perf_counter() - began, 3)
+
+    began = time.perf_counter()
     procs = [start(host, "host"), start(device, "device")]
-    outs = [p.communicate(timeout=900)[0] for p in procs]
-    log = "".join(outs)
+    with ThreadPoolExecutor(2) as pool:  # each chain's own duration (they end in either order)
+        (host_out, phases["host_chain_s"]), (dev_out, phases["device_chain_s"]) = pool.map(
+            finish, procs, [began, began])
+    log = host_out + dev_out
     if any(p.returncode for p in procs):
         return subprocess.CompletedProcess(["nvcc"], 1, log, "")
     ids = re.findall(r'--module_id_file_name "([^"]+)\.dev"', "\n".join(device))
@@ -432,8 +469,30 @@ def _run_plan(plan: tuple[list[str], list[str], list[str], list[str]],
         same = False
     if not same:  # the two halves would not name the module alike: the plain command instead
         return None
-    last = start(rest, "link")
-    out = last.communicate(timeout=900)[0]
+    prelude = None
+    if not os.environ.get(NO_HOST_PCH_ENV) and rest:
+        prelude = HostPrelude.find(host[-1], rest[0], Path(os.environ.get(HOST_PCH_DIR_ENV)
+                                                           or _box_cache() / "host_pch"))
+    phases["host_pch"] = "off" if prelude is None else "used" if prelude.usable() else "created"
+    if prelude is not None and prelude.usable():
+        began = time.perf_counter()
+        original = prelude.rewrite()
+        out, phases["host_compile_s"] = finish(proc := start([rest[0]], "host_compile"), began)
+        if proc.returncode == 0:
+            log += out
+            rest = rest[1:]
+        else:  # compiled below as cudafe++ wrote it, which says what is wrong if anything is
+            prelude.restore(original)
+            phases["host_pch"] = "failed"
+            _log.info("host compile with the precompiled prelude failed, compiling without: %s", out[-3000:])
+    creating = prelude.start_creating(start) if prelude is not None and not prelude.usable() else None
+    if creating is None and phases["host_pch"] == "created":
+        phases["host_pch"] = "not_ready"  # another build is precompiling it, or it could not be precompiled
+    began = time.perf_counter()
+    out, phases["rest_s"] = finish(last := start(rest, "link"), began)
+    if creating is not None:
+        phases["host_pch"] = "created" if creating.finish() else "create_failed"
+        phases["host_pch_create_s"] = round(time.perf_counter() - began, 3)
     return subprocess.CompletedProcess(["nvcc"], last.returncode, log + out, "")
 
 

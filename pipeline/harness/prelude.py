@@ -77,6 +77,8 @@ def light_cuda_source(source: str) -> str | None:
     parts = list(_BASE_PRELUDE)
     if "AT_DISPATCH" in body:
         parts.append("#include <ATen/Dispatch.h>")
+    # the unit's first own line: it ends the part that is the same for every unit (host_pch cuts there)
+    parts.append("namespace torch { using namespace at; }")
     for name in names:
         header = ops_dir / f"{name}.h"
         if header.is_file():
@@ -84,5 +86,5 @@ def light_cuda_source(source: str) -> str | None:
     operators = ops_dir.parent / "TensorOperators.h"
     if operators.is_file():
         parts.append(_slim(operators, "TENSOR_OPERATORS"))
-    prelude = "\n".join(parts) + "\nnamespace torch { using namespace at; }\n"
+    prelude = "\n".join(parts) + "\n"
     return prelude + "#line 1\n" + body
