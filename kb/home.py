@@ -8,8 +8,9 @@ from pathlib import Path
 from typing import Any
 
 from kernelskill.errors import KernelskillError
-from kernelskill.kb.curate import init_kb, kb_is_stale
-from kernelskill.kb.store import CURRENT, KBStore
+from kernelskill.kb.curate import init_kb
+from kernelskill.kb.sources import CURRENT, kb_is_stale
+from kernelskill.kb.store import KBStore
 
 log = logging.getLogger(__name__)
 

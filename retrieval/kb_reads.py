@@ -35,10 +35,12 @@ from kernelskill.kb.schema import Bottleneck, Case, Method, Predicate, Tier, Vet
 from kernelskill.kb.schema import Field as KBField
 from kernelskill.kb.sources import CURRENT
 
-from .search_cache import CACHE_NAME
+from .search_cache import CACHE_NAME, connect, write
 
 log = logging.getLogger(__name__)
 
+_READS_TABLE = ("CREATE TABLE IF NOT EXISTS reads (version TEXT NOT NULL, key TEXT NOT NULL, answer TEXT NOT NULL, "
+                "PRIMARY KEY (version, key))")
 _LISTS: dict[str, type] = {"fields": KBField, "predicates": Predicate, "tiers": Tier, "bottlenecks": Bottleneck,
                            "vetoes": Veto, "cases_for": Case, "methods": Method}
 
@@ -95,17 +97,17 @@ class DiskReadsKB:
         return getattr(self.store(), name)
 
     # -- the disk table ----------------------------------------------------------------------------
-    def _conn(self) -> sqlite3.Connection | None:
+    def _conn(self, *, create: bool = False) -> sqlite3.Connection | None:
+        """The cache file (None when it is absent and not ``create``, or cannot be opened)."""
         if self._db is None:
             path = self.kb_dir / CACHE_NAME
+            if not create and not path.is_file():
+                return None
             try:
-                db = sqlite3.connect(str(path), timeout=5, check_same_thread=False)
-                db.execute("CREATE TABLE IF NOT EXISTS reads "
-                           "(version TEXT NOT NULL, key TEXT NOT NULL, answer TEXT NOT NULL, PRIMARY KEY (version, key))")
+                self._db = connect(path, check_same_thread=False)
             except sqlite3.Error as exc:  # a KB folder this user cannot write: no cache, the store answers
                 log.debug("KB read cache %s unusable: %s", path, exc)
                 return None
-            self._db = db
         return self._db
 
     def _get(self, version: str, key: str) -> str | None:
@@ -115,7 +117,7 @@ class DiskReadsKB:
         try:
             with self._lock:
                 row = db.execute("SELECT answer FROM reads WHERE version = ? AND key = ?", (version, key)).fetchone()
-        except sqlite3.Error as exc:
+        except sqlite3.Error as exc:  # also "no such table" in a file the search cache made: a miss
             log.debug("KB read cache unreadable: %s", exc)
             return None
         return row[0] if row is not None else None
@@ -127,13 +129,13 @@ class DiskReadsKB:
             pending, self._pending = self._pending, []
         version = self._version()
         rows = [row for row in pending if version is not None and row[0] == json.dumps(list(version))]
-        db = self._conn() if rows else None
+        db = self._conn(create=True) if rows else None
         if db is None:
             return
         try:
-            with self._lock, db:
-                db.execute("DELETE FROM reads WHERE version != ?", (rows[0][0],))
-                db.executemany("INSERT OR REPLACE INTO reads (version, key, answer) VALUES (?, ?, ?)", rows)
+            with self._lock:
+                write(db, _READS_TABLE, [("DELETE FROM reads WHERE version != ?", [(rows[0][0],)]),
+                                         ("INSERT OR REPLACE INTO reads (version, key, answer) VALUES (?, ?, ?)", rows)])
         except sqlite3.Error as exc:  # read-only folder, locked by a writer: answered, just not kept
             log.debug("KB read cache not written: %s", exc)
 

@@ -64,10 +64,26 @@ def cache_key(kb: Any, text: str, wanted: Sequence[str], k: int) -> tuple[Path, 
     return Path(kb_dir) / CACHE_NAME, hashlib.sha256(raw.encode()).hexdigest()
 
 
-def _connect(path: Path) -> sqlite3.Connection:
-    db = sqlite3.connect(str(path), timeout=5)
-    db.execute("CREATE TABLE IF NOT EXISTS answers (key TEXT PRIMARY KEY, hits TEXT NOT NULL)")
-    return db
+ANSWERS_TABLE = "CREATE TABLE IF NOT EXISTS answers (key TEXT PRIMARY KEY, hits TEXT NOT NULL)"
+
+
+def connect(path: Path, **kwargs: Any) -> sqlite3.Connection:
+    """The cache file in autocommit mode: reads need no transaction, and :func:`write` makes one."""
+    return sqlite3.connect(str(path), timeout=5, isolation_level=None, **kwargs)
+
+
+def write(db: sqlite3.Connection, table: str, statements: Sequence[tuple[str, Any]]) -> None:
+    """Create ``table`` when missing and run ``statements`` (``(sql, rows)``, run with ``executemany``) in
+    one transaction: one commit, so one round of syncs to disk, for a cache file that may be new."""
+    db.execute("BEGIN IMMEDIATE")
+    try:
+        db.execute(table)
+        for sql, rows in statements:
+            db.executemany(sql, rows)
+        db.execute("COMMIT")
+    except BaseException:
+        db.execute("ROLLBACK")
+        raise
 
 
 def _hit(row: dict[str, Any]) -> Any:
@@ -82,8 +98,8 @@ def cached_search(kb: Any, text: str, wanted: Sequence[str], k: int,
         return search()
     path, key = where
     try:
-        if path.is_file():
-            with contextlib.closing(_connect(path)) as db:
+        if path.is_file():  # (a file without the table yet: "no such table", a miss)
+            with contextlib.closing(connect(path)) as db:
                 row = db.execute("SELECT hits FROM answers WHERE key = ?", (key,)).fetchone()
             if row is not None:
                 return [_hit(h) for h in json.loads(row[0])]
@@ -94,8 +110,9 @@ def cached_search(kb: Any, text: str, wanted: Sequence[str], k: int,
         return hits
     rows = [{f: getattr(h, f, None) for f in FIELDS} for h in hits]
     try:
-        with contextlib.closing(_connect(path)) as db, db:
-            db.execute("INSERT OR REPLACE INTO answers (key, hits) VALUES (?, ?)", (key, json.dumps(rows)))
+        with contextlib.closing(connect(path)) as db:
+            write(db, ANSWERS_TABLE, [("INSERT OR REPLACE INTO answers (key, hits) VALUES (?, ?)",
+                                       [(key, json.dumps(rows))])])
     except (sqlite3.Error, OSError) as exc:  # a KB the user cannot write: answered, just not cached
         log.debug("search cache %s not written: %s", path, exc)
     return hits
