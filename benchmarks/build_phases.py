@@ -1,24 +1,33 @@
-"""Cold ``load_inline`` builds through the fast route: a base revision's harness against the working tree's.
+"""Cold ``load_inline`` builds through the fast route, with and without the precompiled host prelude.
 
-    python benchmarks/build_phases.py [--base REV] [--repeats N] [--cases FILE.py ...] [--json OUT]
+    python benchmarks/build_phases.py [--repeats N] [--cases FILE.py ...] [--json OUT]
+    python benchmarks/build_phases.py --end-to-end [--base REV] [--repeats N] ...
 
 Each case is a candidate file that calls ``load_inline`` (default: three of ``tests/corpus``); its
-arguments are read in a separate process (the candidate's code never runs here). Every repeat builds each
-case cold, once per variant, in a fresh folder, the variants' order alternating between repeats:
+arguments are read in a separate process (the candidate's code never runs here).
 
-* ``base``: ``pipeline/harness`` as it is at ``--base`` (default ``HEAD``), loaded from git;
-* ``new, no host pch``: the working tree with ``KERNELSKILL_HARNESS_NO_HOST_PCH=1``;
-* ``new``: the working tree as it runs in the harness.
+Default (phases): the working tree's ``nvcc -dryrun`` listing of each case's build is run one step at a
+time (nothing else of ours running; its CPU seconds, which a busy machine disturbs less than wall
+time), as ``base`` (every step as listed: what the harness did before the
+precompiled prelude) and as ``new`` (the host compile includes the precompiled prelude), the two
+alternating, ``--repeats`` times. Per phase the median seconds, and the build's wall time as the harness
+runs it with a core per chain: host chain (preprocessor + cudafe++) and device chain (preprocessor +
+cicc + ptxas + fatbinary) side by side, then the host compile and the link. Measuring steps alone keeps
+the figures comparable on a busy machine with few cores.
 
-Before the timed builds, one ``new`` build creates the precompiled host prelude (once per box, like the
-trampoline; shown apart). Prints one table per case (medians: wall and CPU seconds of the build, and the
-phases the working tree records: nvcc's host chain and device chain, run side by side, the host compile,
-the link) and a summary with new / base. No GPU needed: nvcc and torch's headers are.
+``--end-to-end``: real ``build_fast`` calls, ``pipeline/harness`` at ``--base`` (default ``HEAD``, loaded
+from git) against the working tree, with and without the precompiled prelude
+(``KERNELSKILL_HARNESS_NO_HOST_PCH=1``), wall and CPU seconds; on a machine with fewer than about four
+free cores the two chains compete and wall times say little.
+
+The precompiled prelude is created once before the timed builds (once per box, like the trampoline) and
+shown apart. No GPU needed: nvcc and torch's headers are.
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import importlib.util
 import json
 import os
@@ -99,6 +108,129 @@ def load_base(rev: str, into: Path) -> Any:
     return importlib.import_module("ks_base_harness.inline_fast")
 
 
+def nvcc_command(fast: Any, params: dict[str, Any], root: Path) -> list[str]:
+    """The nvcc command ``build_fast`` would run for these arguments (its unit written under ``root``)."""
+
+    class Got(Exception):
+        pass
+
+    def grab(cmd: list[str], folder: Path, phases: Any = None) -> Any:
+        raise Got(cmd)
+
+    real, fast.run_nvcc = fast.run_nvcc, grab
+    try:
+        fast.build_fast(dict(params), Path(tempfile.mkdtemp(dir=root)))
+    except Got as got:
+        return list(got.args[0])
+    finally:
+        fast.run_nvcc = real
+    raise RuntimeError("build_fast did not call nvcc")
+
+
+def _tool(step: str) -> str:
+    return step.split()[0].strip('"').rsplit("/", 1)[-1]
+
+
+def run_steps(fast: Any, cmd: list[str], root: Path, use_pch: bool) -> dict[str, Any]:
+    """Every step of the build alone, its CPU seconds; with ``use_pch`` the host compile includes the precompiled
+    prelude (created first, untimed, when missing)."""
+    from kernelskill.pipeline.harness.host_pch import HostPrelude
+
+    plan = fast.split_dryrun(cmd)
+    if plan is None:
+        raise RuntimeError("unexpected nvcc -dryrun listing")
+    variables, host, device, rest = plan
+    head = fast.script_head(variables)
+    temps = {Path(p) for p in fast.NVCC_TEMP_RE.findall("\n".join(host + device + rest))}
+    times: dict[str, float] = {}
+
+    def run(step: str, phase: str) -> subprocess.CompletedProcess[str]:
+        r0 = resource.getrusage(resource.RUSAGE_CHILDREN)
+        done = subprocess.run(["bash", "-c", head + step], capture_output=True, text=True, timeout=900)
+        r1 = resource.getrusage(resource.RUSAGE_CHILDREN)  # CPU seconds: what the step costs on a free core
+        times[phase] = times.get(phase, 0.0) + (r1.ru_utime - r0.ru_utime) + (r1.ru_stime - r0.ru_stime)
+        if done.returncode:
+            raise RuntimeError(f"{_tool(step)} failed: {(done.stdout + done.stderr)[-2000:]}")
+        return done
+
+    out: dict[str, Any] = {"host_pch": "off"}
+    try:
+        run(host[0], "host cpp")
+        run(host[1], "cudafe++")
+        for step in device:
+            tool = _tool(step)
+            run(step, {"gcc": "device cpp", "g++": "device cpp", "cicc": "cicc"}.get(tool, "ptxas+fatbinary"))
+        for i, step in enumerate(rest):
+            if i == 0 and use_pch:
+                prelude = HostPrelude.find(host[1], step, Path(os.environ["KERNELSKILL_HARNESS_HOST_PCH_DIR"]))
+                if prelude is not None and not prelude.usable():
+                    t0 = time.perf_counter()
+
+                    def start(steps: list[str], name: str) -> subprocess.Popen[str]:
+                        return subprocess.Popen(["bash", "-c", head + "\n".join(steps)], stdout=subprocess.PIPE,
+                                                stderr=subprocess.STDOUT, text=True)
+
+                    creating = prelude.start_creating(start)
+                    if creating is not None:
+                        creating.finish()
+                    out["pch_create_s"] = time.perf_counter() - t0
+                if prelude is not None and prelude.usable():
+                    prelude.rewrite()
+                    out["host_pch"] = "used"
+            run(step, "host compile" if i == 0 else "link")
+    finally:
+        for path in temps:
+            with contextlib.suppress(OSError):
+                path.unlink()
+    h = times["host cpp"] + times["cudafe++"]
+    d = times["device cpp"] + times["cicc"] + times.get("ptxas+fatbinary", 0.0)
+    out.update(times)
+    out["wall, a core per chain"] = max(h, d) + times["host compile"] + times["link"]
+    out["sum of steps"] = sum(times.values())
+    return out
+
+
+PHASES = ["host cpp", "cudafe++", "device cpp", "cicc", "ptxas+fatbinary", "host compile", "link",
+          "wall, a core per chain", "sum of steps"]
+
+
+def phases_main(args: argparse.Namespace, work: Path) -> str:
+    from kernelskill.pipeline.harness import inline_fast as fast
+
+    cases = {p.stem: capture(p) for p in args.cases}
+    cmds = {name: nvcc_command(fast, params, work) for name, params in cases.items()}
+    first_name = next(iter(cmds))
+    stage(f"precompiling the host prelude (once per box): {first_name}")
+    first = run_steps(fast, cmds[first_name], work, use_pch=True)
+    results: dict[str, dict[str, list[dict[str, Any]]]] = {c: {"base": [], "new": []} for c in cmds}
+    for rep in range(args.repeats):
+        for name, cmd in cmds.items():
+            for v in (["base", "new"] if rep % 2 == 0 else ["new", "base"]):
+                stage(f"repeat {rep + 1}/{args.repeats} {name} {v}")
+                results[name][v].append(run_steps(fast, cmd, work, use_pch=v == "new"))
+    out = [f"# python benchmarks/build_phases.py --repeats {args.repeats}: every nvcc step run alone, its CPU "
+           f"seconds (user+sys), medians of {args.repeats}; 'wall, a core per chain' = max(host chain, device "
+           "chain) + host compile + link\n",
+           table("One-off", ["what", "seconds"],
+                 [[f"precompiling the host prelude (gcc, {first_name}'s unit)", first.get("pch_create_s", 0.0)]])]
+    summary = []
+    for name in cmds:
+        b = {k: statistics.median(r[k] for r in results[name]["base"]) for k in PHASES}
+        n = {k: statistics.median(r[k] for r in results[name]["new"]) for k in PHASES}
+        used = ",".join(sorted({r["host_pch"] for r in results[name]["new"]}))
+        out.append(table(f"{name} (new: host pch {used})", ["phase", "base", "new", "new/base"],
+                         [[k, b[k], n[k], n[k] / b[k] if b[k] else "-"] for k in PHASES]))
+        summary.append([name, b["wall, a core per chain"], n["wall, a core per chain"],
+                        n["wall, a core per chain"] / b["wall, a core per chain"],
+                        b["sum of steps"], n["sum of steps"], n["sum of steps"] / b["sum of steps"]])
+    summary.append(["MEDIAN over cases", *[statistics.median(r[i] for r in summary) for i in range(1, 7)]])
+    out.append(table("Summary: cold build, new / base", ["case", "base wall", "new wall", "new/base wall",
+                                                          "base steps", "new steps", "new/base steps"], summary))
+    if args.json:
+        args.json.write_text(json.dumps({"first": first, "results": results, "summary": summary}, indent=1))
+    return "\n".join(out)
+
+
 def timed_build(fast: Any, params: dict[str, Any], root: Path, env: dict[str, str]) -> dict[str, Any]:
     folder = Path(tempfile.mkdtemp(dir=root))
     saved = {k: os.environ.get(k) for k in env}
@@ -120,13 +252,66 @@ def timed_build(fast: Any, params: dict[str, Any], root: Path, env: dict[str, st
     return {"wall_s": wall, "cpu_s": cpu, "phases": info.get("phases") or {}}
 
 
+def end_to_end_main(args: argparse.Namespace, work: Path) -> str:
+    from kernelskill.pipeline.harness import inline_fast as new
+
+    base = load_base(args.base, work / "base")
+    variants = {"base": (base, {}), "new-nopch": (new, {"KERNELSKILL_HARNESS_NO_HOST_PCH": "1"}), "new": (new, {})}
+    order = [v for v in args.variants.split(",") if v in variants]
+    cases = {p.stem: capture(p) for p in args.cases}
+    stage("trampoline (once per box, not timed)")
+    new.trampoline()
+    first_name, first_params = next(iter(cases.items()))
+    stage(f"first new build, creates the precompiled host prelude: {first_name}")
+    first = timed_build(new, first_params, work, {})
+    results: dict[str, dict[str, list[dict[str, Any]]]] = {c: {v: [] for v in order} for c in cases}
+    for rep in range(args.repeats):
+        for name, params in cases.items():
+            for v in (order if rep % 2 == 0 else order[::-1]):
+                stage(f"repeat {rep + 1}/{args.repeats} {name} {v}")
+                fast, env = variants[v]
+                results[name][v].append(timed_build(fast, params, work, env))
+
+    def med(runs: list[dict[str, Any]], key: str) -> float | str:
+        vals = [r["phases"][key] if key in r["phases"] else r.get(key) for r in runs]
+        vals = [v for v in vals if isinstance(v, int | float)]
+        return statistics.median(vals) if vals else "-"
+
+    out = [f"# python benchmarks/build_phases.py --end-to-end --base {args.base} --repeats {args.repeats}"
+           f" ({len(cases)} cases, medians of {args.repeats}; seconds)\n",
+           table("One-off", ["what", "wall", "cpu", "host pch"],
+                 [[f"first build with the host prelude precompiled ({first_name})", first["wall_s"],
+                   first["cpu_s"], first["phases"].get("host_pch", "-")]])]
+    summary: list[list[Any]] = []
+    for name in cases:
+        rows = []
+        for v in order:
+            runs = results[name][v]
+            pch = ",".join(sorted({str(r["phases"].get("host_pch", "-")) for r in runs}))
+            rows.append([v, med(runs, "wall_s"), med(runs, "cpu_s"), med(runs, "host_chain_s"),
+                         med(runs, "device_chain_s"), med(runs, "host_compile_s"), med(runs, "rest_s"), pch])
+        out.append(table(name, ["variant", "wall", "cpu", "host chain (cpp+cudafe++)", "device chain (cpp+cicc+ptxas)",
+                                "host compile (with pch)", "rest", "host pch"], rows))
+        if "base" in order and "new" in order:
+            b, n = med(results[name]["base"], "wall_s"), med(results[name]["new"], "wall_s")
+            bc, nc = med(results[name]["base"], "cpu_s"), med(results[name]["new"], "cpu_s")
+            summary.append([name, b, n, n / b, bc, nc, nc / bc])  # type: ignore[operator]
+    if summary:
+        summary.append(["MEDIAN over cases", *[statistics.median(r[i] for r in summary) for i in range(1, 7)]])
+        out.append(table("Summary: cold build, new / base", ["case", "base wall", "new wall", "new/base wall",
+                                                              "base cpu", "new cpu", "new/base cpu"], summary))
+    if args.json:
+        args.json.write_text(json.dumps({"first": first, "results": results, "summary": summary}, indent=1))
+    return "\n".join(out)
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--base", default="HEAD", help="git revision of the old harness (default HEAD)")
+    ap.add_argument("--end-to-end", action="store_true", help="real build_fast calls against --base")
+    ap.add_argument("--base", default="HEAD", help="--end-to-end: git revision of the old harness (default HEAD)")
+    ap.add_argument("--variants", default="base,new-nopch,new", help="--end-to-end: comma list of base,new-nopch,new")
     ap.add_argument("--repeats", type=int, default=3)
-    ap.add_argument("--cases", nargs="*", type=Path,
-                    default=[ROOT / "tests" / "corpus" / c for c in DEFAULT_CASES])
-    ap.add_argument("--variants", default="base,new-nopch,new", help="comma list of base,new-nopch,new")
+    ap.add_argument("--cases", nargs="*", type=Path, default=[ROOT / "tests" / "corpus" / c for c in DEFAULT_CASES])
     ap.add_argument("--json", type=Path, default=None)
     args = ap.parse_args()
 
@@ -141,64 +326,9 @@ def main() -> int:
     os.environ["KERNELSKILL_HARNESS_TRAMPOLINE_DIR"] = str(work / "trampoline")
     os.environ["KERNELSKILL_HARNESS_HOST_PCH_DIR"] = str(work / "host_pch")
     try:
-        from kernelskill.pipeline.harness import inline_fast as new
-
-        base = load_base(args.base, work / "base")
-        variants = {"base": (base, {}), "new-nopch": (new, {"KERNELSKILL_HARNESS_NO_HOST_PCH": "1"}),
-                    "new": (new, {})}
-        order = [v for v in args.variants.split(",") if v in variants]
-        cases = {p.stem: capture(p) for p in args.cases}
-        stage("trampoline (once per box, not timed)")
-        new.trampoline()
-        first_name, first_params = next(iter(cases.items()))
-        stage(f"first new build, creates the precompiled host prelude: {first_name}")
-        first = timed_build(new, first_params, work, {})
-        results: dict[str, dict[str, list[dict[str, Any]]]] = {c: {v: [] for v in order} for c in cases}
-        for rep in range(args.repeats):
-            for name, params in cases.items():
-                for v in (order if rep % 2 == 0 else order[::-1]):
-                    stage(f"repeat {rep + 1}/{args.repeats} {name} {v}")
-                    fast, env = variants[v]
-                    results[name][v].append(timed_build(fast, params, work, env))
+        print(end_to_end_main(args, work) if args.end_to_end else phases_main(args, work))
     finally:
         shutil.rmtree(work, ignore_errors=True)
-
-    def med(runs: list[dict[str, Any]], key: str) -> float | str:
-        vals = [r["phases"][key] if key in r["phases"] else r.get(key) for r in runs]
-        vals = [v for v in vals if isinstance(v, int | float)]
-        return statistics.median(vals) if vals else "-"
-
-    out = [f"# python benchmarks/build_phases.py --base {args.base} --repeats {args.repeats}"
-           f" ({len(cases)} cases, medians of {args.repeats}; seconds)\n",
-           table("One-off", ["what", "wall", "cpu", "host pch"],
-                 [[f"first build with the host prelude precompiled ({first_name})", first["wall_s"],
-                   first["cpu_s"], first["phases"].get("host_pch", "-")]])]
-    summary = []
-    for name in cases:
-        rows = []
-        for v in order:
-            runs = results[name][v]
-            pch = ",".join(sorted({str(r["phases"].get("host_pch", "-")) for r in runs}))
-            rows.append([v, med(runs, "wall_s"), med(runs, "cpu_s"), med(runs, "host_chain_s"),
-                         med(runs, "device_chain_s"), med(runs, "host_compile_s"), med(runs, "rest_s"), pch])
-        out.append(table(f"{name}", ["variant", "wall", "cpu", "host chain (cpp+cudafe++)",
-                                     "device chain (cpp+cicc+ptxas)", "host compile (with pch)", "rest",
-                                     "host pch"], rows))
-        if "base" in order and "new" in order:
-            b, n = med(results[name]["base"], "wall_s"), med(results[name]["new"], "wall_s")
-            bc, nc = med(results[name]["base"], "cpu_s"), med(results[name]["new"], "cpu_s")
-            summary.append([name, b, n, n / b, bc, nc, nc / bc])  # type: ignore[operator]
-    if summary:
-        summary.append(["MEDIAN over cases", statistics.median(r[1] for r in summary),
-                        statistics.median(r[2] for r in summary), statistics.median(r[3] for r in summary),
-                        statistics.median(r[4] for r in summary), statistics.median(r[5] for r in summary),
-                        statistics.median(r[6] for r in summary)])
-        out.append(table("Summary: cold build, new / base", ["case", "base wall", "new wall", "new/base wall",
-                                                              "base cpu", "new cpu", "new/base cpu"], summary))
-    text = "\n".join(out)
-    print(text)
-    if args.json:
-        args.json.write_text(json.dumps({"first": first, "results": results, "summary": summary}, indent=1))
     return 0
 
 

@@ -376,7 +376,7 @@ def run_nvcc(cmd: list[str], folder: Path, phases: dict[str, Any] | None = None)
     """
     phases = {} if phases is None else phases
     if not os.environ.get(SERIAL_ENV):
-        plan = _split_dryrun(cmd)
+        plan = split_dryrun(cmd)
         if plan is not None:
             done = _run_plan(plan, folder, phases)
             if done is not None:
@@ -389,7 +389,7 @@ def run_nvcc(cmd: list[str], folder: Path, phases: dict[str, Any] | None = None)
     return done
 
 
-def _split_dryrun(cmd: list[str]) -> tuple[list[str], list[str], list[str], list[str]] | None:
+def split_dryrun(cmd: list[str]) -> tuple[list[str], list[str], list[str], list[str]] | None:
     """(variable lines, host chain, device chain, the rest) of ``nvcc -dryrun``, or None if unexpected."""
     try:
         dry = subprocess.run([*cmd, "-dryrun"], capture_output=True, text=True, timeout=60)
@@ -420,13 +420,24 @@ def _split_dryrun(cmd: list[str]) -> tuple[list[str], list[str], list[str], list
     return lines[:n_vars], host, device, rest
 
 
-_NVCC_TEMP_RE = re.compile(r'"((?:/[^"\s]*)?/tmpxft_[^"\s/]+)"')
+def script_head(variables: list[str]) -> str:
+    """The start of a bash script that runs steps of an ``nvcc -dryrun`` listing: its variables, exported."""
+    exports = []
+    for line in variables:  # NAME=VALUE lines only (a line such as `A="x" "y"` is nvcc's note, not shell)
+        words = shlex.split(line)
+        if len(words) == 1 and "=" in words[0]:
+            name, value = words[0].split("=", 1)
+            exports.append(f"export {name}={shlex.quote(value)}")
+    return "set -e\n" + "\n".join(exports) + "\n"
+
+
+NVCC_TEMP_RE = re.compile(r'"((?:/[^"\s]*)?/tmpxft_[^"\s/]+)"')
 
 
 def _run_plan(plan: tuple[list[str], list[str], list[str], list[str]], folder: Path,
               phases: dict[str, Any]) -> subprocess.CompletedProcess[str] | None:
     """Run the plan; nvcc's temporary files (which its own run would delete) are deleted after it."""
-    temps = {Path(p) for p in _NVCC_TEMP_RE.findall("\n".join(plan[1] + plan[2] + plan[3]))}
+    temps = {Path(p) for p in NVCC_TEMP_RE.findall("\n".join(plan[1] + plan[2] + plan[3]))}
     try:
         return _run_steps(plan, folder, phases)
     finally:
@@ -438,13 +449,7 @@ def _run_plan(plan: tuple[list[str], list[str], list[str], list[str]], folder: P
 def _run_steps(plan: tuple[list[str], list[str], list[str], list[str]], folder: Path,
                phases: dict[str, Any]) -> subprocess.CompletedProcess[str] | None:
     variables, host, device, rest = plan
-    exports = []
-    for line in variables:  # NAME=VALUE lines only (a line such as `A="x" "y"` is nvcc's note, not shell)
-        words = shlex.split(line)
-        if len(words) == 1 and "=" in words[0]:
-            name, value = words[0].split("=", 1)
-            exports.append(f"export {name}={shlex.quote(value)}")
-    head = "set -e\n" + "\n".join(exports) + "\n"
+    head = script_head(variables)
 
     def start(steps: list[str], name: str) -> subprocess.Popen[str]:
         script = folder / f"nvcc_{name}.sh"
