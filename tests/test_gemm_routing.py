@@ -164,3 +164,18 @@ def test_a_protocol_that_admits_tf32_puts_the_gemm_on_tensor_cores() -> None:
               context={**tf32.context("fp32"), "task_dtype": "fp32", "arch_sm": 90})
     assert r.case.id == "gc_cf_gemm_budget"
     assert r.first_methods(1) == ["tensor_core_mma"]
+
+
+@pytest.mark.parametrize(("name", "case", "must"), [
+    ("lib_l2_30", "lib_gemm_epilogue", {"library_gemm_epilogue_fusion", "epilogue_fusion"}),
+    ("lib_l2_1", "lib_conv", {"cudnn_conv", "layout_nhwc"}),
+])
+def test_library_seeds_reach_the_case_of_the_library_op_that_dominates(name: str, case: str, must: set[str]) -> None:
+    """Seeds of the 2026-12-03 H200 suite (kernelbench protocol): cuBLAS (F.linear) + a GroupNorm/Hardtanh
+    kernel, and cuDNN (F.conv2d) + a ReLU/bias kernel, with their real profiles. The GroupNorm kernel's
+    float4 lanes (`dx, dy, dz, dw`) read as stencil offsets to the static rules; the profile's dominant op
+    decides, so the GEMM no longer lands in the convolution case (it did: layout_nhwc for a Linear)."""
+    r = run(H200 / f"{name}_kernel.py", task=None, profile=H200 / f"{name}.csv", protocol="kernelbench")
+    assert r.case.id == case, (r.case.id, r.context.get("dominant_op"))
+    assert must <= {m.id for m in r.permitted}, [m.id for m in r.permitted]
+    assert r.context["library_calls_allowed"] is True

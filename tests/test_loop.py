@@ -110,6 +110,20 @@ def test_loop_takes_every_branch(tmp_path: Path, task_file: Path) -> None:
     assert not [line for line in (run.path / "events.jsonl").read_text().splitlines() if str(tmp_path) in line]
 
 
+def test_the_query_gets_the_runs_own_protocol(tmp_path: Path, task_file: Path) -> None:
+    """The vetoes follow the protocol the run is judged by (its manifest), not this machine's default: a
+    kernelbench suite planned on a machine whose settings say strict was told libraries were forbidden."""
+    store = RunStore(tmp_path / "runs")
+    options = LoopOptions(rounds=5)
+    run = store.create(task_file, {"model": "test-model", "options": options.model_dump(),
+                                   "harness": {"protocol": "kernelbench"}})
+    stand_in = retriever()
+    with ScriptedOpenAI(main_script()) as server:
+        Loop(run, LLMClient.from_settings(llm_settings(server.base_url)), ScriptedEvaluator(), stand_in,
+             options).execute()
+    assert stand_in.protocols and set(stand_in.protocols) == {"kernelbench"}
+
+
 def test_resume_of_a_finished_run_repeats_nothing(tmp_path: Path, task_file: Path) -> None:
     with ScriptedOpenAI(main_script()) as server:
         loop, _ = make_loop(tmp_path, task_file, server.base_url)

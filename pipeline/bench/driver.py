@@ -115,9 +115,10 @@ class SerialRetriever:
         self.retriever = retriever
         self._lock = threading.Lock()
 
-    def query(self, kernel: Path, *, task: Path, profile: Path | None) -> dict[str, Any]:
+    def query(self, kernel: Path, *, task: Path, profile: Path | None, protocol: str | None = None
+              ) -> dict[str, Any]:
         with self._lock:
-            return self.retriever.query(kernel, task=task, profile=profile)
+            return self.retriever.query(kernel, task=task, profile=profile, protocol=protocol)
 
 
 class ProgressBoard:

@@ -30,9 +30,11 @@ class LoopEvaluator(Protocol):
 
 
 class Retriever(Protocol):
-    """The KB side: ``kernelskill.query`` as a JSON dict (QueryResult.model_dump(mode="json"))."""
+    """The KB side: ``kernelskill.query`` as a JSON dict (QueryResult.model_dump(mode="json")), under the run's
+    ``protocol`` (its tolerances and library policy decide the vetoes)."""
 
-    def query(self, kernel: Path, *, task: Path, profile: Path | None) -> dict[str, Any]: ...
+    def query(self, kernel: Path, *, task: Path, profile: Path | None, protocol: str | None = None
+              ) -> dict[str, Any]: ...
 
 
 class HarnessEvaluator:
@@ -103,8 +105,13 @@ class KBRetriever:
     def __init__(self, settings: Any = None) -> None:
         self.settings = settings
 
-    def query(self, kernel: Path, *, task: Path, profile: Path | None) -> dict[str, Any]:
-        raw = query(kernel, task=task, profile=profile, settings=self.settings).model_dump(mode="json")
+    def query(self, kernel: Path, *, task: Path, profile: Path | None, protocol: str | None = None
+              ) -> dict[str, Any]:
+        settings = self.settings
+        if protocol is not None:  # the run's protocol, not this machine's default, decides the vetoes
+            settings = (settings if settings is not None else load_settings()).model_copy(deep=True)
+            settings.harness.protocol = protocol
+        raw = query(kernel, task=task, profile=profile, settings=settings).model_dump(mode="json")
         for method in raw.get("permitted") or []:
             if method.get("examples"):
                 method["example"] = worked_example(method["examples"], task)
