@@ -355,6 +355,25 @@ def report_cmd(ctx, suite_dir: Path, html_file: Path | None, md_file: Path | Non
         sys.exit(FAILED_EXIT)
 
 
+@bench.command("compare")
+@click.argument("suite_a", type=click.Path(path_type=Path))
+@click.argument("suite_b", type=click.Path(path_type=Path))
+@click.option("--md", "md_file", type=click.Path(path_type=Path), default=None, help="Also write the markdown.")
+@common_options
+def compare_cmd(ctx, suite_a: Path, suite_b: Path, md_file: Path | None) -> None:
+    """Two suites side by side per task (an ablation arm, or a search against a single path): correct, best
+    speedup against eager and torch.compile, round of the best, LLM calls; wins, ties and geomeans."""
+    from kernelskill.pipeline.bench.compare import compare, markdown
+    from kernelskill.pipeline.bench.report import suite_report
+    from kernelskill.pipeline.bench.suite import Suite
+
+    data = compare(suite_report(Suite.open(suite_a)), suite_report(Suite.open(suite_b)))
+    if md_file is not None:
+        md_file.parent.mkdir(parents=True, exist_ok=True)
+        md_file.write_text(markdown(data), encoding="utf-8")
+    emit(ctx, data, lambda d: click.echo(markdown(d)))
+
+
 # split suites: pending, answer, export, import ------------------------------------------------------------------
 @bench.command("pending")
 @click.argument("suite_dir", type=click.Path(path_type=Path))

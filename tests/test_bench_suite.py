@@ -172,6 +172,13 @@ def test_six_task_suite_asks_and_evaluates_each_step_once(tmp_path: Path, kb: Pa
         again = ks(*suite_args(tmp_path, server), "--json", env=env_for(tmp_path))
         assert again.exit_code == 0 and server.requests == []
     assert evaluated(tmp_path / "evals.log") == evals
+    # a suite against itself: every task a tie, the figures those of its own report
+    cmp = ks("bench", "compare", str(tmp_path / "suite"), str(tmp_path / "suite"), "--json",
+             "--md", str(tmp_path / "cmp.md"))
+    assert cmp.exit_code == 0, cmp.output
+    both = json_of(cmp)
+    assert both["wins"] == {"a": 0, "b": 0, "tie": 6} and both["geomean"]["a"] == both["geomean"]["b"]
+    assert "| L1/1_" in (tmp_path / "cmp.md").read_text()
 
 
 def test_kill_9_mid_suite_then_the_same_command_resumes(tmp_path: Path, kb: Path) -> None:

@@ -147,3 +147,25 @@ def test_a_run_folder_cut_off_before_its_manifest_is_made_again(tmp_path: Path) 
     assert suite.run_for(entry, {"model": "other"}).manifest["model"] == "m"  # the existing run is kept
     with pytest.raises(KernelskillError, match="other tasks"):
         Suite.create_or_resume(tmp_path / "s", "optimize", file_tasks([task, task]), {})
+
+
+def test_compare_puts_two_arms_side_by_side() -> None:
+    from kernelskill.pipeline.bench.compare import compare, markdown
+
+    def row(task: str, speedup: float | None, compile_: float | None = None, rnd: int | None = 1) -> dict:
+        return {"task": task, "level": 1, "status": "finished", "correct": speedup is not None, "speedup": speedup,
+                "speedup_compile": compile_, "best_round": rnd if speedup else None, "verified": True,
+                "failure": None if speedup else "mismatch", "evals": 4, "tokens": 0, "llm_calls": 7,
+                "answer_chars": 100, "gpu_s": 1.0}
+
+    a = {"suite": "kb", "tasks": [row("L1/a", 2.0, 1.0), row("L1/b", 1.01, 0.5), row("L1/c", None),
+                                  row("L1/d", 1.5, 1.2)]}
+    b = {"suite": "none", "tasks": [row("L1/a", 1.0, 0.5), row("L1/b", 1.0, 0.5), row("L1/c", 1.2, 0.9)]}
+    c = compare(a, b)
+    winners = {t["task"]: t["winner"] for t in c["tasks"]}
+    assert winners == {"L1/a": "a", "L1/b": "tie", "L1/c": "b", "L1/d": None}
+    assert c["wins"] == {"a": 1, "b": 1, "tie": 1} and c["common_correct"] == 2
+    assert c["geomean"]["a"] == pytest.approx((2.0 * 1.01) ** 0.5) and c["geomean"]["b"] == pytest.approx(1.0)
+    text = markdown(c)
+    assert "| L1/d | yes | 1.500x | 1.200x | 1 | not run |" in text
+    assert "A better on 1 task(s), B better on 1, tie on 1" in text

@@ -63,6 +63,10 @@ def task_row(entry: dict[str, Any], run: Run | None) -> dict[str, Any]:
         row["error"] = errors[-1]
     llm = [e["data"] for e in events if e["type"] == "llm_call"]
     row.update(spend(llm))  # tokens and cost_usd: the run report's one accounting
+    # answers through the exchange carry no token count: how many calls, and how much was read and written
+    row.update(llm_calls=len(llm), answer_chars=sum(len(str(d.get("text") or "")) for d in llm),
+               prompt_chars=sum(len(str(m.get("content", ""))) for d in llm for m in d.get("messages") or []
+                                if isinstance(m, dict)))
     row["rounds"] = round_rows(run)  # a search's rounds (candidates, correct, best, methods that paid)
     worker = [((e["data"].get("result") or {}).get("details") or {}).get("worker_seconds")
               for e in events if e["type"] in ("eval", "profile")]
