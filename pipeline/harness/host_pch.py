@@ -122,7 +122,9 @@ class HostPrelude:
     def rewrite(self) -> str:
         """Make the host unit include the precompiled prelude; returns the original text for :meth:`restore`."""
         original = self.source.read_text(encoding="utf-8")
-        self.source.write_text(f'{self.first_line}\n#include "{self.header}"\n{self.body}', encoding="utf-8")
+        tmp = self.source.with_name(self.source.name + ".ks.tmp")
+        tmp.write_text(f'{self.first_line}\n#include "{self.header}"\n{self.body}', encoding="utf-8")
+        os.replace(tmp, self.source)  # the unit stays whole if the write fails
         return original
 
     def restore(self, original: str) -> None:
@@ -130,21 +132,24 @@ class HostPrelude:
 
     def start_creating(self, start: Callable[[list[str], str], subprocess.Popen[str]]) -> PreludeBuild | None:
         """Start precompiling this prelude (next to the build's own host compile); None if another build is."""
-        if (self.folder / "failed").exists():
+        try:
+            if (self.folder / "failed").exists():
+                return None
+            self.folder.mkdir(parents=True, exist_ok=True)
+            lock = open(self.folder / ".lock", "w")  # noqa: SIM115 - released by PreludeBuild.finish
+        except OSError:  # a read-only or full cache: build without
             return None
-        self.folder.mkdir(parents=True, exist_ok=True)
-        lock = open(self.folder / ".lock", "w")  # noqa: SIM115 - released by PreludeBuild.finish
         try:
             fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except OSError:
+            if self.usable():
+                lock.close()
+                return None
+            tmp_header = self.folder / f"prelude.h.{os.getpid()}.tmp"
+            tmp_header.write_text(self.prelude, encoding="utf-8")
+            os.replace(tmp_header, self.header)
+        except OSError:  # another build holds the lock, or the cache is full
             lock.close()
             return None
-        if self.usable():
-            lock.close()
-            return None
-        tmp_header = self.folder / f"prelude.h.{os.getpid()}.tmp"
-        tmp_header.write_text(self.prelude, encoding="utf-8")
-        os.replace(tmp_header, self.header)
         tmp_gch = self.folder / f"prelude.h.gch.{os.getpid()}.tmp"
         step = _OUT_RE.sub(lambda m: f'{m.group(1)}"{tmp_gch}"',
                            self.compile_step.replace(f'"{self.source}"', f'"{self.header}"')

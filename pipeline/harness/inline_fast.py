@@ -479,9 +479,14 @@ def _run_steps(plan: tuple[list[str], list[str], list[str], list[str]], folder: 
         prelude = HostPrelude.find(host[-1], rest[0], Path(os.environ.get(HOST_PCH_DIR_ENV)
                                                            or _box_cache() / "host_pch"))
     phases["host_pch"] = "off" if prelude is None else "used" if prelude.usable() else "created"
+    original = None
     if prelude is not None and prelude.usable():
+        try:
+            original = prelude.rewrite()
+        except OSError:
+            phases["host_pch"] = "off"
+    if prelude is not None and original is not None:
         began = time.perf_counter()
-        original = prelude.rewrite()
         out, phases["host_compile_s"] = finish(proc := start([rest[0]], "host_compile"), began)
         if proc.returncode == 0:
             log += out
