@@ -32,7 +32,7 @@ def test_gpu_facts_by_name_and_arch():
 def test_strict_contract_in_every_code_writing_prompt(role):
     text = _render(role, default_gpu("sm_90", protocol="strict"))
     assert "protocol `strict`" in text
-    assert "atol=0.0001 and rtol=0.0001" in text and "no TF32" in text
+    assert "atol=0.0001 and rtol=0.0001" in text and "no plain TF32" in text and "error-compensated TF32" in text
     assert "no cuBLAS/cuDNN" in text and "rejected" in text
     assert "`.contiguous()`" in text and "`torch.empty`" in text
     assert "every size the task defines at module level" in text and "not multiples of 32" in text
