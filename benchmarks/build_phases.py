@@ -255,8 +255,9 @@ def timed_build(fast: Any, params: dict[str, Any], root: Path, env: dict[str, st
 def end_to_end_main(args: argparse.Namespace, work: Path) -> str:
     from kernelskill.pipeline.harness import inline_fast as new
 
-    base = load_base(args.base, work / "base")
-    variants = {"base": (base, {}), "new-nopch": (new, {"KERNELSKILL_HARNESS_NO_HOST_PCH": "1"}), "new": (new, {})}
+    variants = {"new-nopch": (new, {"KERNELSKILL_HARNESS_NO_HOST_PCH": "1"}), "new": (new, {})}
+    if "base" in args.variants.split(","):  # needs the git history (a copy of the work tree has none)
+        variants["base"] = (load_base(args.base, work / "base"), {})
     order = [v for v in args.variants.split(",") if v in variants]
     cases = {p.stem: capture(p) for p in args.cases}
     stage("trampoline (once per box, not timed)")
@@ -277,7 +278,8 @@ def end_to_end_main(args: argparse.Namespace, work: Path) -> str:
         vals = [v for v in vals if isinstance(v, int | float)]
         return statistics.median(vals) if vals else "-"
 
-    out = [f"# python benchmarks/build_phases.py --end-to-end --base {args.base} --repeats {args.repeats}"
+    base = f" --base {args.base}" if "base" in variants else ""
+    out = [f"# python benchmarks/build_phases.py --end-to-end{base} --variants {','.join(order)} --repeats {args.repeats}"
            f" ({len(cases)} cases, medians of {args.repeats}; seconds)\n",
            table("One-off", ["what", "wall", "cpu", "host pch"],
                  [[f"first build with the host prelude precompiled ({first_name})", first["wall_s"],
@@ -292,14 +294,15 @@ def end_to_end_main(args: argparse.Namespace, work: Path) -> str:
                          med(runs, "device_chain_s"), med(runs, "host_compile_s"), med(runs, "rest_s"), pch])
         out.append(table(name, ["variant", "wall", "cpu", "host chain (cpp+cudafe++)", "device chain (cpp+cicc+ptxas)",
                                 "host compile (with pch)", "rest", "host pch"], rows))
-        if "base" in order and "new" in order:
-            b, n = med(results[name]["base"], "wall_s"), med(results[name]["new"], "wall_s")
-            bc, nc = med(results[name]["base"], "cpu_s"), med(results[name]["new"], "cpu_s")
+        ref = "base" if "base" in order else "new-nopch"
+        if ref in order and "new" in order:
+            b, n = med(results[name][ref], "wall_s"), med(results[name]["new"], "wall_s")
+            bc, nc = med(results[name][ref], "cpu_s"), med(results[name]["new"], "cpu_s")
             summary.append([name, b, n, n / b, bc, nc, nc / bc])  # type: ignore[operator]
     if summary:
         summary.append(["MEDIAN over cases", *[statistics.median(r[i] for r in summary) for i in range(1, 7)]])
-        out.append(table("Summary: cold build, new / base", ["case", "base wall", "new wall", "new/base wall",
-                                                              "base cpu", "new cpu", "new/base cpu"], summary))
+        out.append(table(f"Summary: cold build, new / {ref}", ["case", f"{ref} wall", "new wall", f"new/{ref} wall",
+                                                                 f"{ref} cpu", "new cpu", f"new/{ref} cpu"], summary))
     if args.json:
         args.json.write_text(json.dumps({"first": first, "results": results, "summary": summary}, indent=1))
     return "\n".join(out)
