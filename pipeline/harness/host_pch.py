@@ -6,7 +6,7 @@ rewritten by ``cudafe++``, then the candidate's own code. gcc spends nearly all 
 prelude part, which is the same text for every candidate built with the same prelude and flags.
 
 :class:`HostPrelude` cuts that output where the candidate's own file starts (the first line marker that
-returns to the unit after its ``#include`` lines), keeps the part before it as a header in a per-box cache
+returns to the unit after its ``#include`` lines), keeps the part before it as a header in a cache (beside the trampoline)
 keyed by its text, the compile flags and the compiler, and has gcc precompile it once (``.gch``). Later
 units whose prelude part is the same text include that header instead, and gcc loads the ``.gch``.
 
@@ -39,8 +39,7 @@ HOST_PCH_DIR_ENV = "KERNELSKILL_HARNESS_HOST_PCH_DIR"
 MIN_PRELUDE_CHARS = 200_000
 _GCC_LIKE = ("gcc", "g++", "c++")
 _OUT_RE = re.compile(r'(\s-o\s+)"([^"]+)"')
-
-
+#: the name every copy of the prelude gives the unit's anonymous namespaces
 _SHARED_ID = "_ks_host_prelude"
 
 
