@@ -308,11 +308,11 @@ def evaluate_pending(runs: Iterable[Run], evaluator: Any = None, *, profile_ahea
         handled: set[int] = set()
         ahead: list[PendingStep] = []
 
-        def record(step: PendingStep, source: Any) -> None:
+        def record(step: PendingStep, source: Any, label: str | None = None) -> None:
             """Record one step now (the log is fsync'd per event): a kill loses nothing measured."""
             try:
                 event = run_gpu_step(step.run, step.request, source)
-                row = _row(step, event)
+                row = _row(step, event) | ({"type": label} if label else {})
                 follow = profile_ahead_request(step.run, step.request, event) if profile_ahead else None
             except Exception as exc:  # noqa: BLE001 - one broken step never stops the others
                 log.warning("%s %s: %s", step.run.id, step.request["step"], exc)
@@ -324,38 +324,44 @@ def evaluate_pending(runs: Iterable[Run], evaluator: Any = None, *, profile_ahea
                 if progress is not None:
                     progress(f"{step.run.id} {step.request['step']}: {row['status']}", len(rows), len(steps))
 
-        if evals and hasattr(evaluator, "evaluate_many"):
+        def run_batch(batch: list[PendingStep], label: str | None = None) -> None:
+            """Every eval of ``batch`` through the evaluator's batch entry point (builds in parallel, a worker
+            per GPU), identical jobs once; each recorded the moment it is measured."""
+            if not batch or not hasattr(evaluator, "evaluate_many"):
+                return
             streaming = _accepts(evaluator.evaluate_many, "on_result")
-            keys = [job_key(s) for s in evals]
+            keys = [job_key(s) for s in batch]
             unique: list[PendingStep] = []  # identical jobs (an arm and its ablation share a seed) run once
             index: dict[str, int] = {}
-            for step, key in zip(evals, keys, strict=True):
+            for step, key in zip(batch, keys, strict=True):
                 if key not in index:
                     index[key] = len(unique)
                     unique.append(step)
 
             def measured(j: int, result: dict[str, Any] | None, error: BaseException | None) -> None:
                 for i in (i for i, key in enumerate(keys) if index[key] == j):
-                    handled.add(id(evals[i]))
+                    handled.add(id(batch[i]))
                     if error is not None:
                         with lock:
-                            rows.append(_row(evals[i], None, error=NOT_STARTED if _budget(error) else
+                            rows.append(_row(batch[i], None, error=NOT_STARTED if _budget(error) else
                                              f"error: {type(error).__name__}: {error}"))
                     else:
-                        record(evals[i], Measured(result or {}))
+                        record(batch[i], Measured(result or {}), label)
 
             try:
                 if streaming:
                     evaluator.evaluate_many(unique, on_result=measured, deadline=deadline)
                 else:
-                    batch = evaluator.evaluate_many(unique)
-                    for j, result in enumerate(batch):
+                    results = evaluator.evaluate_many(unique)
+                    for j, result in enumerate(results):
                         measured(j, result, None)
                 log.info("evaluated %d pending candidates in one batch (%d identical jobs shared)",
-                         len(unique), len(evals) - len(unique))
+                         len(unique), len(batch) - len(unique))
             except Exception as exc:  # noqa: BLE001 - the batch failed as a whole: one at a time instead
                 log.warning("the batch of %d evaluations failed (%s); evaluating the rest one at a time",
                             len(unique), exc)
+
+        run_batch(evals)
         shared = _Shared(evaluator)
         for step in [s for s in evals if id(s) not in handled] + [s for s in steps if s.request["type"] != "eval"]:
             if _past(deadline):
@@ -368,7 +374,9 @@ def evaluate_pending(runs: Iterable[Run], evaluator: Any = None, *, profile_ahea
                 request = verify_ahead_request(run)
                 if request is not None:
                     ahead.append(PendingStep(run, request))
-        for step in ahead:
+        if not _past(deadline):  # re-verifications ahead: one more batch (their builds in parallel too)
+            run_batch([s for s in ahead if s.request["type"] == "eval"], "eval ahead")
+        for step in [s for s in ahead if id(s) not in handled]:
             if _past(deadline):
                 break  # a step ahead is optional: the loop asks for it again
             try:
