@@ -171,6 +171,7 @@ def summarize(rows: list[dict[str, Any]]) -> dict[str, Any]:
         "mean_best_round": round(statistics.mean(r["best_round"] for r in correct), 3) if correct else None,
         "by_round": by_round(rows),
         "tokens": sum(r["tokens"] for r in rows), "cost_usd": round(sum(r["cost_usd"] for r in rows), 6),
+        "llm_calls": sum(r.get("llm_calls", 0) for r in rows),
     }
 
 
@@ -240,14 +241,14 @@ def markdown(report: dict[str, Any]) -> str:
                      + f" | {_f(s['geomean_speedup_compile'], 'x')} | {_f(s['median_speedup_compile'], 'x')} | "
                      f"{s['compile_timed']} |")
     lines += ["", "## Per task", "", "| task | status | correct | vs eager | vs compile | best round | "
-              "failure | tokens | cost |", "|---|---|---|---:|---:|---:|---|---:|---:|"]
+              "failure | LLM calls | tokens | cost |", "|---|---|---|---:|---:|---:|---|---:|---:|---:|"]
     for r in report["tasks"]:
         failure = r["failure"] or ""
         if r.get("error"):
             failure = f"{failure}: {' '.join(str(r['error']).split())[:160]}"
         lines.append(f"| {r['task']} | {r['status']} | {'yes' if r['correct'] else 'no'} | {_f(r['speedup'], 'x')} | "
                      f"{_f(r['speedup_compile'], 'x')} | {_f(r['best_round'])} | {failure.replace('|', '/')} | "
-                     f"{r['tokens']} | ${r['cost_usd']:.4f} |")
+                     f"{r.get('llm_calls', 0)} | {r['tokens']} | ${r['cost_usd']:.4f} |")
     if report.get("search_rounds"):
         lines += ["", "## Search rounds", "", "| round | tasks | candidates | correct | geomean of round bests | "
                   "methods that paid (tasks) |", "|---:|---:|---:|---:|---:|---|"]
@@ -257,5 +258,7 @@ def markdown(report: dict[str, Any]) -> str:
                          f"{_f(r['geomean_best'], 'x')} | {paid} |")
     o = report["overall"]
     lines += ["", f"Failure classes: {', '.join(f'{k} {v}' for k, v in o['failures'].items()) or 'none'}. "
-              f"Mean best round {_f(o['mean_best_round'])}. Tokens {o['tokens']}, cost ${o['cost_usd']:.4f}.", ""]
+              f"Mean best round {_f(o['mean_best_round'])}. LLM calls {o.get('llm_calls', 0)}, tokens {o['tokens']}, "
+              f"cost ${o['cost_usd']:.4f}" + (" (answers through the exchange count no tokens)."
+                                               if o.get("llm_calls") and not o["tokens"] else "."), ""]
     return "\n".join(lines)
