@@ -542,9 +542,14 @@ class Evaluation:
         flops = timing.count_flops(lambda: ref_model(*_clone(inputs)))
         dtype = "float32" if self.details.get("task_dtype") == "fp32" else "bfloat16"
         bw = float(facts.get("copy_tb_s", timing.PEAK_BYTES_PER_S / 1e12)) * 1e12
-        peak = facts.get(f"{'fp32' if dtype == 'float32' else 'bf16'}_tflops")
-        floor = timing.speed_of_light_ms(moved, flops, dtype, bytes_per_s=bw,
-                                         flops_per_s=float(peak) * 1e12 if peak else None)
+        if dtype == "float32":  # error-compensated TF32 on tensor cores is a legitimate fp32-accurate route
+            tf32 = facts.get("tf32_tflops")
+            rate = timing.fp32_accurate_flops(float(facts.get("fp32_tflops") or 60) * 1e12,
+                                              float(tf32) * 1e12 if tf32 else timing.PEAK_TF32_FLOPS)
+        else:
+            peak = facts.get("bf16_tflops")
+            rate = float(peak) * 1e12 if peak else None
+        floor = timing.speed_of_light_ms(moved, flops, dtype, bytes_per_s=bw, flops_per_s=rate)
         self.details["speed_of_light"] = {"floor_ms": floor, "bytes": moved, "flops": flops,
                                           "bytes_per_s": bw, "gpu": facts.get("name", "unknown"),
                                           "fraction_of_floor": floor / cand_ms if cand_ms > 0 else math.inf}

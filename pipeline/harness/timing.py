@@ -23,6 +23,15 @@ _perf = time.perf_counter
 #: H200 ceilings (measured copy bandwidth, fp32 SIMT ~60 TFLOP/s); gpus.json holds other GPUs
 PEAK_BYTES_PER_S = 4.3e12
 PEAK_FLOPS = {"float32": 60e12, "float16": 790e12, "bfloat16": 790e12, "float64": 60e12}
+#: dense TF32 tensor-core peak (H200): error-compensated TF32 (three MMAs per product, fp32-level accuracy)
+#: reaches a third of it, so a correct fp32 result can come faster than the FFMA peak allows
+PEAK_TF32_FLOPS = 495e12
+
+
+def fp32_accurate_flops(fp32_flops: float, tf32_flops: float | None) -> float:
+    """The fastest rate at which fp32-accurate results can honestly be computed: the FFMA peak, or a third of
+    the TF32 tensor-core peak (error-compensated TF32), whichever is higher."""
+    return max(fp32_flops, (tf32_flops or 0.0) / 3)
 
 
 @dataclass
