@@ -45,6 +45,7 @@ HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent
 sys.path.insert(0, str(HERE))
 from _stages import stage  # noqa: E402
+from _table import table as _table  # noqa: E402
 
 DEFAULT_CASES = ["elementwise_relu.py", "layernorm_two_pass.py", "conv2d_naive_nchw.py"]
 
@@ -71,12 +72,7 @@ print(json.dumps(calls))
 
 
 def table(title: str, header: list[str], rows: list[list[object]]) -> str:
-    cells = [header] + [[f"{c:.2f}" if isinstance(c, float) else str(c) for c in r] for r in rows]
-    widths = [max(len(r[i]) for r in cells) for i in range(len(header))]
-    lines = [title, "  ".join(h.ljust(w) for h, w in zip(header, widths, strict=True)),
-             "  ".join("-" * w for w in widths)]
-    lines += ["  ".join(c.ljust(w) for c, w in zip(r, widths, strict=True)) for r in cells[1:]]
-    return "\n".join(lines) + "\n"
+    return _table(title, header, rows, digits=2)
 
 
 def capture(path: Path) -> dict[str, Any]:

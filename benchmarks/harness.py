@@ -34,15 +34,12 @@ from pathlib import Path
 from typing import Any
 
 HERE = Path(__file__).resolve().parent
+sys.path.insert(0, str(HERE))
+from _table import table as _table  # noqa: E402
 
 
 def table(title: str, header: list[str], rows: list[list[object]]) -> str:
-    cells = [header] + [[f"{c:.3f}" if isinstance(c, float) else str(c) for c in r] for r in rows]
-    widths = [max(len(r[i]) for r in cells) for i in range(len(header))]
-    lines = [title, "  ".join(h.ljust(w) for h, w in zip(header, widths, strict=True)),
-             "  ".join("-" * w for w in widths)]
-    lines += ["  ".join(c.ljust(w) for c, w in zip(r, widths, strict=True)) for r in cells[1:]]
-    return "\n".join(lines) + "\n"
+    return _table(title, header, rows, digits=3)
 
 
 def percentile(values: list[float], q: float) -> float:
