@@ -233,3 +233,25 @@ def test_sigterm_mid_batch_keeps_what_was_measured_and_still_exports(tmp_path: P
         assert proc.returncode == 128 + signal.SIGTERM
         pending = gpu_side.pending_gpu_steps(gpu_side.find_runs(tmp_path / "here" / "runs"))
         assert {s.run.id for s in pending} == {p.name for p in paths} - {p.name for p in measured}
+
+
+def test_verify_ahead_skips_what_the_loop_turned_down(tmp_path: Path) -> None:
+    """The last round measured correct: re-verify the fastest candidate the loop has not rejected (a faster
+    seed that the reviewer turned down is not the one the loop will rank first)."""
+    [run] = paused_runs(tmp_path, 1)
+    manifest = run.path / "run.json"
+    data = json.loads(manifest.read_text())
+    data["options"] = {"rounds": 1, "verify_seed": 7}
+    manifest.write_text(json.dumps(data))
+    run = RunStore(run.path.parent).open(run.id)
+
+    def evaluated(step: str, candidate: str, speedup: float) -> None:
+        run.log.append("gpu", "eval", {"candidate": candidate, "result": {"correct": True, "speedup": speedup}},
+                       step=step)
+
+    evaluated("r00.eval", "candidates/r00.generate.py", 2.0)
+    run.log.append("loop", "attempt", {"candidate": "candidates/r00.generate.py", "accepted": False}, step="r00")
+    assert gpu_side.verify_ahead_request(run) is None  # round 1 not measured yet
+    evaluated("r01.eval", "candidates/r01.optimize.py", 1.5)
+    request = gpu_side.verify_ahead_request(run)
+    assert request["step"] == "verify.r01.optimize" and request["seed"] == 7

@@ -195,7 +195,8 @@ def profile_ahead_request(run: Run, request: dict[str, Any], event: dict[str, An
 
 def verify_ahead_request(run: Run) -> dict[str, Any] | None:
     """The final re-verification the loop will ask for next when the run's last round has just been
-    measured correct: an evaluation of its fastest correct candidate on the run's verify seed, so that the
+    measured correct: an evaluation of its fastest correct candidate that the loop has not turned down, on
+    the run's verify seed, so that the
     last trip to the GPU box also serves the end of the run. None when the run has more rounds to go, when
     the last round failed (a repair comes next) or when it is recorded already. Should the loop rank another
     candidate first, it simply asks for that one."""
@@ -207,7 +208,13 @@ def verify_ahead_request(run: Run) -> dict[str, Any] | None:
     last = [e for e in evals if _round_of(str(e.get("step", ""))) == rounds]
     if not last or not any(((e.get("data") or {}).get("result") or {}).get("correct") for e in last):
         return None
-    correct = [e for e in evals if ((e.get("data") or {}).get("result") or {}).get("correct")]
+    # a candidate the loop already turned down (slower, or a gain inside the noise) is not what it will verify
+    turned_down = {(e.get("data") or {}).get("candidate") for e in run.log.of_type("attempt")
+                   if not (e.get("data") or {}).get("accepted")}
+    correct = [e for e in evals if ((e.get("data") or {}).get("result") or {}).get("correct")
+               and (e.get("data") or {}).get("candidate") not in turned_down]
+    if not correct:
+        return None
     best = max(correct, key=lambda e: e["data"]["result"].get("speedup") or 0.0)
     candidate = best["data"]["candidate"]
     request = gpu_request("eval", f"verify.{Path(candidate).stem}", candidate, seed=seed)
