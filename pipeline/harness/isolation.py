@@ -248,7 +248,7 @@ def _remount_read_only(libc: Any, path: str) -> None:
     try:
         _mount(libc, None, path, None, flags)
     except OSError as exc:
-        print(f"sandbox: {path} stays writable ({exc.strerror})", file=sys.stderr)
+        log.warning("sandbox: %s stays writable (%s)", path, exc.strerror)
 
 
 def setup(spec: dict[str, Any]) -> None:
@@ -269,7 +269,7 @@ def setup(spec: dict[str, Any]) -> None:
             try:
                 fds[path] = os.open(path, os.O_PATH)
             except OSError as exc:  # gone since the spec was written (a test's temporary folder on sys.path)
-                print(f"sandbox: {path} is not kept ({exc.strerror})", file=sys.stderr)
+                log.warning("sandbox: %s is not kept (%s)", path, exc.strerror)
     steps = [(d.count("/"), 0, d) for d in hide_dirs] + [(p.count("/"), 1, p) for p in fds]
     for _depth, kind, path in sorted(steps):
         if kind == 0:
@@ -284,7 +284,7 @@ def setup(spec: dict[str, Any]) -> None:
             _make_point(path, source)
             _mount(libc, source, path, None, MS_BIND | MS_REC)
         except OSError as exc:  # the worker fails later, naming what it could not reach, if it needed this
-            print(f"sandbox: {path} could not be bound back ({exc.strerror})", file=sys.stderr)
+            log.warning("sandbox: %s could not be bound back (%s)", path, exc.strerror)
             continue
         if keeps[path]:
             _remount_read_only(libc, path)
@@ -297,13 +297,14 @@ def setup(spec: dict[str, Any]) -> None:
 
 
 def launch(spec_path: str) -> int:
-    """PID 1 of the sandbox: set up, run the worker, record how it ended, exit."""
+    """PID 1 of the sandbox: set up, run the worker, record how it ended, exit. Nothing configures logging
+    in this process: its warnings reach stderr (the worker's channel, which the harness keeps) through
+    logging's last-resort handler, message only."""
     spec = json.loads(Path(spec_path).read_text())
     try:
         setup(spec)
     except OSError as exc:
-        print(f"sandbox setup failed: {exc} (set {ENV_FORCE}=process to run without the namespaces)",
-              file=sys.stderr)
+        log.error("sandbox setup failed: %s (set %s=process to run without the namespaces)", exc, ENV_FORCE)
         return 125
     os.chdir(spec["cwd"])
     pid = os.fork()

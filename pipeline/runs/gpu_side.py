@@ -196,10 +196,9 @@ def profile_ahead_request(run: Run, request: dict[str, Any], event: dict[str, An
 def verify_ahead_request(run: Run) -> dict[str, Any] | None:
     """The final re-verification the loop will ask for next when the run's last round has just been
     measured correct: an evaluation of its fastest correct candidate that the loop has not turned down, on
-    the run's verify seed, so that the
-    last trip to the GPU box also serves the end of the run. None when the run has more rounds to go, when
-    the last round failed (a repair comes next) or when it is recorded already. Should the loop rank another
-    candidate first, it simply asks for that one."""
+    the run's verify seed, so that the last trip to the GPU box also serves the end of the run. None when
+    the run has more rounds to go, when the last round failed (a repair comes next) or when it is recorded
+    already. Should the loop rank another candidate first, it simply asks for that one."""
     rounds, seed = _last_round(run), (run.manifest.get("options") or {}).get("verify_seed")
     if rounds is None or seed is None:
         return None
@@ -244,22 +243,28 @@ class _Shared:
         self.evaluator = evaluator
         self.done: dict[str, dict[str, Any]] = {}
 
-    def bind(self, step: PendingStep) -> Any:
-        key, shared = job_key(step), self
+    def bind(self, step: PendingStep) -> _SharedJob:
+        return _SharedJob(self, job_key(step))
 
-        class _One:
-            def evaluate(self, task: Path, candidate: Path, *, seed: int | None = None) -> dict[str, Any]:
-                if key not in shared.done:
-                    shared.done[key] = (shared.evaluator.evaluate(task, candidate, seed=seed) if seed is not None
-                                        else shared.evaluator.evaluate(task, candidate))
-                return shared.done[key]
 
-            def profile(self, task: Path, candidate: Path) -> dict[str, Any]:
-                if key not in shared.done:
-                    shared.done[key] = shared.evaluator.profile(task, candidate)
-                return shared.done[key]
+class _SharedJob:
+    """One step's view of :class:`_Shared` (the seam :func:`run_gpu_step` calls): measures on first use."""
 
-        return _One()
+    def __init__(self, shared: _Shared, key: str) -> None:
+        self.shared, self.key = shared, key
+
+    def _once(self, measure: Callable[[], dict[str, Any]]) -> dict[str, Any]:
+        if self.key not in self.shared.done:
+            self.shared.done[self.key] = measure()
+        return self.shared.done[self.key]
+
+    def evaluate(self, task: Path, candidate: Path, *, seed: int | None = None) -> dict[str, Any]:
+        evaluator = self.shared.evaluator
+        return self._once(lambda: evaluator.evaluate(task, candidate) if seed is None
+                          else evaluator.evaluate(task, candidate, seed=seed))
+
+    def profile(self, task: Path, candidate: Path) -> dict[str, Any]:
+        return self._once(lambda: self.shared.evaluator.profile(task, candidate))
 
 
 def _accepts(fn: Any, name: str) -> bool:
@@ -284,9 +289,10 @@ def evaluate_pending(runs: Iterable[Run], evaluator: Any = None, *, profile_ahea
     measured; otherwise as soon as the batch returns). ``profile_ahead`` also profiles each evaluated
     candidate that would become the parent (:func:`profile_ahead_request`): the loop then finds its next
     GPU step recorded already; ``verify_ahead`` likewise re-verifies the fastest candidate of each run whose
-    last round was just measured correct (:func:`verify_ahead_request`). ``deadline`` (a ``time.monotonic()`` value): no step is started after it
-    (nor, in a batch, one that would end after it); those stay pending, with the row status ``not started
-    (budget)``. A run held by another process is skipped; a step that fails to run is reported and stays
+    last round was just measured correct (:func:`verify_ahead_request`). ``deadline`` (a
+    ``time.monotonic()`` value): no step is started after it (nor, in a batch, one that would end after it);
+    those stay pending, with the row status ``not started (budget)``. Identical jobs (:func:`job_key`) are
+    measured once and recorded in each run. A run held by another process is skipped; a step that fails to run is reported and stays
     pending. ``progress(message, done, total)`` is called as each step is recorded (the CLI shows it)."""
     evaluator = evaluator if evaluator is not None else HarnessGPU()
     rows: list[dict[str, Any]] = []
@@ -337,23 +343,21 @@ def evaluate_pending(runs: Iterable[Run], evaluator: Any = None, *, profile_ahea
             if not batch or not hasattr(evaluator, "evaluate_many"):
                 return
             streaming = _accepts(evaluator.evaluate_many, "on_result")
-            keys = [job_key(s) for s in batch]
-            unique: list[PendingStep] = []  # identical jobs (an arm and its ablation share a seed) run once
-            index: dict[str, int] = {}
-            for step, key in zip(batch, keys, strict=True):
-                if key not in index:
-                    index[key] = len(unique)
-                    unique.append(step)
+            groups: dict[str, list[PendingStep]] = {}  # identical jobs (an arm and its ablation's seed) run once
+            for step in batch:
+                groups.setdefault(job_key(step), []).append(step)
+            same = list(groups.values())
+            unique = [group[0] for group in same]
 
             def measured(j: int, result: dict[str, Any] | None, error: BaseException | None) -> None:
-                for i in (i for i, key in enumerate(keys) if index[key] == j):
-                    handled.add(id(batch[i]))
+                for step in same[j]:
+                    handled.add(id(step))
                     if error is not None:
                         with lock:
-                            rows.append(_row(batch[i], None, error=NOT_STARTED if _budget(error) else
+                            rows.append(_row(step, None, error=NOT_STARTED if _budget(error) else
                                              f"error: {type(error).__name__}: {error}"))
                     else:
-                        record(batch[i], Measured(result or {}), label)
+                        record(step, Measured(result or {}), label)
 
             try:
                 if streaming:
@@ -467,7 +471,7 @@ def main(argv: Sequence[str] | None = None) -> int:
 
     rows: list[dict[str, Any]] = []
     runs: list[Run] = []
-    by_dir: list[tuple[Path, list[Run]]] = []
+    by_dir: list[list[Run]] = []  # the runs found under each DIR, in order
     try:
         if len(args.dirs) > 1 and args.archives and len(args.archives) != len(args.dirs):
             raise KernelskillError(f"--import: {len(args.dirs)} DIRs need one bundle each, in order "
@@ -480,8 +484,8 @@ def main(argv: Sequence[str] | None = None) -> int:
                 import_runs(archive, into, replace=True, require=(MANIFEST,))
             else:
                 import_run(archive, into, replace=True, require=(MANIFEST,))
-        by_dir = [(d, find_runs(d)) for d in args.dirs]
-        runs = [run for _, found in by_dir for run in found]
+        by_dir = [find_runs(d) for d in args.dirs]
+        runs = [run for found in by_dir for run in found]
         if args.dry_run:
             rows = [_row(s, None, error="pending") for s in pending_gpu_steps(runs)]
         else:
@@ -502,8 +506,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     finally:  # what was measured travels back even when the evaluation stopped half-way
         if previous is not None:  # a second SIGTERM must not cut the export short: it is what the trip is for
             signal.signal(signal.SIGTERM, signal.SIG_IGN)
-        pairs = list(zip(args.exports, [found for _, found in by_dir], strict=False)) if len(args.exports) > 1 \
-            else [(args.exports[0], runs)] if args.exports else []
+        if len(args.exports) == 1:  # every run into one place
+            pairs = [(args.exports[0], runs)]
+        else:  # one place per DIR, in order (none when nothing is to be exported)
+            pairs = list(zip(args.exports, by_dir, strict=False))
         for target, some in pairs:
             if not some:
                 continue
