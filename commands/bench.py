@@ -163,8 +163,9 @@ def _task_refs(task_files: tuple[Path, ...], kernelbench: Path | None, levels: t
     chosen = parse_selection(selection)
     refs = []
     if kernelbench is not None:
-        picked = _levels(levels) or (chosen.levels() if chosen is not None else [])
-        if not picked or (chosen and not levels):
+        untied = list(chosen or [])  # ids that apply to the levels named with --level
+        tied = chosen.levels() if chosen is not None else []
+        if not levels and (untied or not tied):
             raise KernelskillError("bench: --kernelbench needs --level N (or only level-tied ids: --tasks L1/1,L2/12)")
         refs += kernelbench_tasks(kernelbench, _levels(levels), chosen)
     elif levels or selection:
@@ -227,7 +228,7 @@ def run_cmd(ctx, task_files: tuple[Path, ...], kernelbench: Path | None, levels:
             max_active: int | None, no_progress: bool, candidates: int | None = None,
             frontier: int | None = None) -> None:
     """One optimize run per TASK (or per KernelBench problem), all driven together."""
-    from kernelskill.commands.optimize import llm_overrides, make_retriever, say_no_gpu
+    from kernelskill.commands.optimize import llm_overrides, make_retriever, say_no_gpu, target_gpu
     from kernelskill.commands.optimize import make_llm as checked_llm
     from kernelskill.pipeline.bench.driver import DriveOptions, drive
     from kernelskill.pipeline.bench.llm_gate import GatedLLMClient
@@ -268,12 +269,7 @@ def run_cmd(ctx, task_files: tuple[Path, ...], kernelbench: Path | None, levels:
     drive_opts = DriveOptions(llm_concurrency=llm_concurrency or settings.bench.llm_concurrency,
                               max_active=max_active or settings.bench.max_active, budget_s=budget_s,
                               build_jobs=settings.harness.build_jobs or None)
-    from kernelskill.pipeline.loop.agents import default_gpu
-
-    # what the prompts state: the protocol's contract and the facts of the GPU the candidates run on (this
-    # machine's, else the arch's default GPU: a split suite plans here for the GPU box)
-    gpu = default_gpu(settings.arch, name=None if backend.name == "cpu" else backend.name,
-                      protocol=harness["protocol"])
+    gpu = target_gpu(settings, harness["protocol"], backend.name)  # this machine's GPU, else the arch's
     display = SuiteDisplay(f"kernelskill bench {suite.path.name}", enabled=not (ctx.json or no_progress)
                            and sys.stderr.isatty())
     with display:

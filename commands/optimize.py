@@ -198,16 +198,20 @@ def waiting_message(ctx: Any, run: Any) -> str:
             f"`{ks(ctx, f'runs export {rid}')}`), or `{resume}` where CUDA is")
 
 
-def run_gpu(run: Any, settings: Any, device_name: str | None = None) -> dict[str, Any]:
-    """The target GPU as the run's prompts describe it: the run's own arch and protocol (from its manifest,
-    so a resumed run keeps what it started with), and the facts of ``device_name`` when a GPU is visible,
-    else of the arch's default GPU (a split run plans here for the GPU box)."""
+def target_gpu(settings: Any, protocol: str | None, device_name: str | None = None,
+               arch: str | None = None) -> dict[str, Any]:
+    """The target GPU as the prompts describe it: the protocol's contract and the facts of ``device_name``
+    when a GPU is visible, else of the arch's default GPU (a split run plans here for the GPU box)."""
     from kernelskill.pipeline.loop.agents import default_gpu
 
-    manifest = getattr(run, "manifest", None) or {}
-    protocol = (manifest.get("harness") or {}).get("protocol") or settings.harness.protocol
     name = device_name if device_name and device_name.lower() != "cpu" else None
-    return default_gpu(manifest.get("arch") or settings.arch, name=name, protocol=protocol)
+    return default_gpu(arch or settings.arch, name=name, protocol=protocol or settings.harness.protocol)
+
+
+def run_gpu(run: Any, settings: Any) -> dict[str, Any]:
+    """:func:`target_gpu` for a run: its own arch and protocol (from its manifest, so a resumed run keeps
+    what it started with)."""
+    return target_gpu(settings, run.protocol, arch=run.manifest.get("arch"))
 
 
 def execute(ctx: Any, run: Any, llm: Any, evaluator: Any, retriever: Any, options: Any, settings: Any,

@@ -169,3 +169,20 @@ def test_compare_puts_two_arms_side_by_side() -> None:
     text = markdown(c)
     assert "| L1/d | yes | 1.500x | 1.200x | 1 | not run |" in text
     assert "A better on 1 task(s), B better on 1, tie on 1" in text
+
+
+def test_cli_takes_level_tied_ids_alone_but_not_untied_ids_without_a_level(tmp_path: Path) -> None:
+    from click.testing import CliRunner
+
+    from kernelskill.cli import main
+
+    write_level(tmp_path, 1, ["Relu", "Gelu"])
+    write_level(tmp_path, 2, ["Conv"])
+    base = ["bench", "run", "--kernelbench", str(tmp_path), "--llm", "exchange", "--stop-before", "gpu",
+            "--rounds", "0", "--home", str(tmp_path / "home"), "--no-progress", "--json"]
+    for bad in (["--tasks", "1"], []):
+        out = CliRunner().invoke(main, [*base, *bad, "--suite", str(tmp_path / "bad")])
+        assert out.exit_code == 2 and "needs --level N" in out.output, out.output
+    out = CliRunner().invoke(main, [*base, "--tasks", "L1/2,L2/1", "--suite", str(tmp_path / "ok")])
+    assert out.exit_code == 3, out.output  # both runs wait for their seed's answer
+    assert sorted(p.name for p in (tmp_path / "ok" / "runs").iterdir()) == ["001-L1_2_Gelu", "002-L2_1_Conv"]

@@ -543,8 +543,8 @@ class Evaluation:
         dtype = "float32" if self.details.get("task_dtype") == "fp32" else "bfloat16"
         bw = float(facts.get("copy_tb_s", timing.PEAK_BYTES_PER_S / 1e12)) * 1e12
         if dtype == "float32":  # error-compensated TF32 on tensor cores is a legitimate fp32-accurate route
-            tf32 = facts.get("tf32_tflops")
-            rate = timing.fp32_accurate_flops(float(facts.get("fp32_tflops") or 60) * 1e12,
+            fp32, tf32 = facts.get("fp32_tflops"), facts.get("tf32_tflops")
+            rate = timing.fp32_accurate_flops(float(fp32) * 1e12 if fp32 else timing.PEAK_FLOPS["float32"],
                                               float(tf32) * 1e12 if tf32 else timing.PEAK_TF32_FLOPS)
         else:
             peak = facts.get("bf16_tflops")

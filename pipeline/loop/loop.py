@@ -233,7 +233,7 @@ class Loop:
             profile_path = self.run.path / prof["csv"] if prof.get("csv") else None
             try:
                 raw = self.retriever.query(self.run.path / parent.path, task=self.run.task_path,
-                                           profile=profile_path, protocol=self._protocol())
+                                           profile=profile_path, protocol=self.run.protocol)
             except KernelskillError as exc:
                 if "no kernel found" not in str(exc):  # a broken KB or store: stop, resumable once fixed
                     raise
@@ -243,10 +243,6 @@ class Loop:
 
         data = self._recorded("kb", "query", f"query.{name}", do_query)
         return query_view(data["result"]) | {"error": data.get("error")}
-
-    def _protocol(self) -> str | None:
-        """The protocol the run's candidates are judged by (its manifest's harness settings)."""
-        return (self.run.manifest.get("harness") or {}).get("protocol") or self.run.manifest.get("protocol")
 
     def _optimize(self, r: int, parent: Candidate) -> tuple[str, Any, dict[str, Any]] | str:
         if self.options.knowledge == "none":

@@ -61,6 +61,13 @@ class Run:
         except json.JSONDecodeError as exc:
             raise KernelskillError(f"{file}:{exc.lineno}: invalid JSON: {exc.msg}") from exc
 
+    @property
+    def protocol(self) -> str | None:
+        """The protocol the run's candidates are judged by, as ``load_protocol`` takes it (a preset name or
+        a file): its manifest's harness settings, else the manifest's protocol field; None for neither."""
+        manifest = self.manifest
+        return (manifest.get("harness") or {}).get("protocol") or manifest.get("protocol")
+
     @contextlib.contextmanager
     def lock(self) -> Iterator[None]:
         """Exclusive use of the run by one process (released by the OS even on kill -9)."""
