@@ -18,13 +18,16 @@ from kernelskill.pipeline.bench.report import geomean
 TIE = 0.03
 
 
+#: the fields of a task row each side shows
+SIDE = ("status", "correct", "speedup", "speedup_compile", "best_round", "verified", "failure", "evals", "tokens",
+        "llm_calls", "answer_chars", "gpu_s")
+#: a task the suite does not have (``correct`` None: "not run", not a failure)
+ABSENT = {k: None for k in SIDE} | {"status": "not in this suite", "evals": 0, "tokens": 0, "llm_calls": 0,
+                                    "answer_chars": 0}
+
+
 def _side(row: dict[str, Any] | None) -> dict[str, Any]:
-    if row is None:
-        return {"status": "not in this suite", "correct": None, "speedup": None, "speedup_compile": None,
-                "best_round": None, "verified": None, "failure": None, "evals": 0, "tokens": 0, "llm_calls": 0,
-                "answer_chars": 0, "gpu_s": None}
-    return {k: row.get(k) for k in ("status", "correct", "speedup", "speedup_compile", "best_round", "verified",
-                                    "failure", "evals", "tokens", "llm_calls", "answer_chars", "gpu_s")}
+    return dict(ABSENT) if row is None else {k: row.get(k) for k in SIDE}
 
 
 def compare(a: dict[str, Any], b: dict[str, Any], *, tie: float = TIE) -> dict[str, Any]:
