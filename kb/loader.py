@@ -26,6 +26,7 @@ from pydantic import ValidationError
 
 from kernelskill.errors import KernelskillError
 from kernelskill.kb.schema import SCHEMA_VERSION, SECTIONS, KBObject, Method, SkillDoc
+from kernelskill.yaml_load import SAFE_LOADER
 
 log = logging.getLogger(__name__)
 
@@ -42,10 +43,7 @@ MAX_FILE_BYTES = 2 * 1024 * 1024
 MAX_ALIASES = 200
 MAX_EXPANDED_NODES = 200_000
 
-try:  # the C loader is much faster on large files and keeps the same marks
-    _Loader: type = yaml.CSafeLoader
-except AttributeError:  # pragma: no cover
-    _Loader = yaml.SafeLoader
+_Loader: type = SAFE_LOADER  # the C loader is much faster on large files and keeps the same marks
 
 
 @dataclass(frozen=True)

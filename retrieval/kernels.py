@@ -25,11 +25,11 @@ import yaml
 from kernelskill.errors import KernelskillError
 from kernelskill.expr import ExprError, compile_expr
 from kernelskill.taskfile import parse_task
+from kernelskill.yaml_load import safe_load
 
 from .engine import PredicateEvaluator, Rules, decide_tier, derive, rank_bottlenecks
 from .op_hints import _calls
 from .result import KernelDiagnosis, TraceStep
-from .yaml_load import safe_load
 
 log = logging.getLogger(__name__)
 

@@ -26,9 +26,9 @@ from kernelskill.errors import KernelskillError
 from kernelskill.feature_rules.scanner import scan
 from kernelskill.taskfile import dotted_name as _dotted
 from kernelskill.taskfile import parse_task
+from kernelskill.yaml_load import safe_load
 
 from .result import TraceStep
-from .yaml_load import safe_load
 
 RULES_PATH = Path(__file__).with_name("op_hints.yaml")
 FAMILIES = ("attention", "softmax", "norm", "rms_norm", "gemm", "gemv", "conv", "pool", "scan", "scatter",

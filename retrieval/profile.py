@@ -57,7 +57,7 @@ class FieldMap(BaseModel):
 def load_field_map(path: str | None = None) -> FieldMap:
     import yaml
 
-    from .yaml_load import safe_load
+    from kernelskill.yaml_load import safe_load
 
     p = Path(path) if path else FIELD_MAP_PATH
     try:

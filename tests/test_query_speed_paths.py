@@ -269,7 +269,7 @@ def test_a_cold_query_answered_from_disk_reads_imports_no_duckdb_and_prints_the_
 def test_rule_files_parse_the_same_with_libyaml() -> None:
     import yaml
 
-    from kernelskill.retrieval import yaml_load
+    from kernelskill import yaml_load
 
     files = sorted((ROOT / "retrieval").glob("*.yaml"))
     assert len(files) >= 3

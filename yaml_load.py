@@ -1,4 +1,5 @@
-"""YAML parsing for the retrieval rule files, with libyaml's C parser when PyYAML was built with it.
+"""Safe YAML parsing with libyaml's C parser when PyYAML was built with it (a leaf: the KB loader and the
+retrieval rule files share the choice).
 
 The pure-Python ``yaml.safe_load`` takes 15-70 ms per rule file on a loaded 2-core machine, a fifth of
 a cold ``kernelskill query``; the C parser reads the same files in 1.5-4.5 ms into the same objects
