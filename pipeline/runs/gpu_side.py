@@ -119,6 +119,7 @@ class HarnessGPU:
 
         out: list[dict[str, Any] | None] = [None] * len(steps)
         backend = HarnessBackend(self.config)
+        started = time.monotonic()
         with GPUPool(backend, build_jobs=self.build_jobs, deadline=deadline,
                      estimates={"eval": EVAL_ESTIMATE_S}) as pool:
             futures = []
@@ -131,6 +132,13 @@ class HarnessGPU:
                 futures.append(future)
             for future in futures:
                 future.exception()  # wait for every job (its callback has run by then)
+            stats = pool.stats
+        wall = time.monotonic() - started
+        share = stats.busy_share()
+        log.info("GPU phase: %d evaluations in %.1f s on %d GPU(s); busy %.1f GPU-s, busy share %s from the first "
+                 "start, %.0f %% of the whole batch (the first builds included)", stats.done, wall, stats.slots,
+                 stats.busy_s, "-" if share is None else f"{share:.0%}",
+                 100.0 * stats.busy_s / max(wall * stats.slots, 1e-9))
         return out
 
     @staticmethod
