@@ -138,9 +138,12 @@ def build(candidate: str | Path, config: EvalConfig | None = None) -> BuildResul
             return br
         env = _build_env(cfg, key) | {"CUDA_VISIBLE_DEVICES": ""}
         start = time.monotonic()
+        # a ready build worker (torch imported while the previous build ran) saves the import of each cold
+        # build; like the evaluation's, it runs no code before its one job. CUDA stays hidden from it.
         outcome = run_worker({"mode": "build", "candidate": str(path.resolve()), "kind": kind,
                               "config": cfg.to_dict()}, timeout_s=cfg.build_timeout_s,
-                             max_rss_gb=cfg.max_rss_gb, env_extra=env)
+                             max_rss_gb=cfg.max_rss_gb, env_extra=env,
+                             ready_key=_ready_key(env) if cfg.ready_workers else None)
         seconds = time.monotonic() - start
         res = outcome.result or {}
         if outcome.timed_out:
