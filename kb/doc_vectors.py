@@ -83,6 +83,13 @@ def write_mirror(kb_dir: Path, content_hash: str, model_key: str, ids: Sequence[
     return final
 
 
+def query_vector(embedder: Any, text: str) -> Any:
+    """The embedder's vector of ``text``: from its cache as a list of floats when it was encoded before
+    (no numpy, no model), else encoded now (a numpy array)."""
+    vec = embedder.cached_vector(text)
+    return vec if vec is not None else embedder.encode_array([text])[0]
+
+
 class DocVectors:
     """One KB version's doc vectors (a read-only memory map), searched exactly."""
 

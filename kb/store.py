@@ -7,6 +7,7 @@ Layout of ``kb_dir``::
     chroma/                 Chroma PersistentClient; collection ``skill_docs``; its metadata records the
                             content hash that the vectors are known to match
     vectors/<hash>.vec      the same doc vectors, for exact search without Chroma (``doc_vectors``)
+    reads/<hash>.sqlite     the rows a query reads, so that it need not open DuckDB (``read_copy``)
     embed_cache.sqlite      sentence vectors by sha256(model, text)
     .write.lock             writers take it (flock); readers never wait
 
@@ -26,6 +27,7 @@ import fcntl
 import json
 import logging
 import os
+import sqlite3
 import tempfile
 import threading
 import time
@@ -37,7 +39,7 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict
 
 from kernelskill.errors import KernelskillError
-from kernelskill.kb.doc_vectors import DEFAULT_MAX_DOCS, DocVectors, write_mirror
+from kernelskill.kb.doc_vectors import DEFAULT_MAX_DOCS, DocVectors, query_vector, write_mirror
 from kernelskill.kb.lint import lint
 from kernelskill.kb.loader import (
     SECTION_OF_TYPE,
@@ -46,6 +48,7 @@ from kernelskill.kb.loader import (
     canonical_json,
     object_hash,
 )
+from kernelskill.kb.read_copy import copy_path, write_read_copy
 from kernelskill.kb.schema import (
     SCHEMA_VERSION,
     SECTIONS,
@@ -565,10 +568,8 @@ class KBStore:
             return []
         mirror = self.doc_vectors()
         if mirror is not None:
-            vec = self.embedder.cached_vector(text)  # a text seen before: no numpy, no model
-            if vec is None:
-                vec = self.embedder.encode_array([text])[0]
-            found = mirror.search(vec, k, methods, bottleneck=bottleneck, tier=tier, structure=structure)
+            found = mirror.search(query_vector(self.embedder, text), k, methods, bottleneck=bottleneck, tier=tier,
+                                  structure=structure)
             return self._hits([i for i, _ in found], [d for _, d in found], None)
         coll = self._coll()
         if coll is None:
@@ -609,9 +610,21 @@ class KBStore:
                                metadata=dict(meta or {})))
         return hits
 
+    def _query_files_missing(self, content_hash: str) -> bool:
+        """Is the read copy of ``content_hash`` missing, or its doc vectors' mirror when searches use one?"""
+        if not copy_path(self.kb_dir, content_hash).is_file():
+            return True
+        return (self.counts().get("docs", 0) <= self.exact_search_limit()
+                and DocVectors.load(self.kb_dir, content_hash, self.embedder.model_key) is None)
+
     def _write_doc_vectors(self, content_hash: str) -> None:
-        """Mirror the current version's doc vectors for exact search (all cached by the embedder after an
-        ingest, so nothing is encoded again). A failure only costs speed: searches fall back to Chroma."""
+        """Write the current version's read copy (``read_copy``), then mirror its doc vectors for exact
+        search (all cached by the embedder after an ingest, so nothing is encoded again). A failure only
+        costs speed: queries read DuckDB, searches fall back to Chroma."""
+        try:
+            write_read_copy(self.kb_dir, content_hash, self._db(), self.counts(), _metadata)
+        except (OSError, ValueError, sqlite3.Error) as exc:
+            log.warning("KB read copy not written (%s); queries read DuckDB", exc)
         try:
             count = int(self._db().execute("SELECT count(*) FROM docs").fetchone()[0])
             if count > self.exact_search_limit():  # searches go to Chroma: a mirror would not be read
@@ -645,8 +658,8 @@ class KBStore:
             same_model = chroma_meta.get("embed_model") == self.embedder.model_key
             if old_hash == new_hash and chroma_meta.get("content_hash") == new_hash and same_model:
                 log.info("ingest: content unchanged (%s)", new_hash[:12])
-                if DocVectors.load(self.kb_dir, new_hash, self.embedder.model_key) is None:
-                    self._write_doc_vectors(new_hash)  # a KB built before the mirror existed
+                if self._query_files_missing(new_hash):
+                    self._write_doc_vectors(new_hash)  # a KB built before the mirror or the read copy existed
                 return IngestReport(changed=False, content_hash=new_hash, previous_hash=old_hash,
                                     counts=skills.counts(), seconds=time.perf_counter() - t0)
             encoded_before = self.embedder.encoded
@@ -802,8 +815,8 @@ class KBStore:
                 if duck_hash:
                     self._write_doc_vectors(duck_hash)
             report.repaired = True
-        elif repair and duck_hash and DocVectors.load(self.kb_dir, duck_hash, model) is None:
-            with self._write_lock():  # Chroma is fine; only the mirror for exact search is missing
+        elif repair and duck_hash and self._query_files_missing(duck_hash):
+            with self._write_lock():  # Chroma is fine; only the mirror or the read copy is missing
                 self._write_doc_vectors(duck_hash)
         return report
 

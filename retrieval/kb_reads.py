@@ -1,15 +1,21 @@
-"""The KB reads of a query kept on disk, so that a new process asking what was asked before does not open
-DuckDB (importing ``duckdb``, the store and the linter, then connecting, is a third of a cold
-``kernelskill query``).
+"""The KB reads of a query answered without DuckDB (importing ``duckdb``, the store and the linter, then
+connecting, is a third of a cold ``kernelskill query``).
 
 :class:`DiskReadsKB` stands where a query's store stands. It answers the reads the rules engine and the
 ranking make (``fields``, ``predicates``, ``tiers``, ``bottlenecks``, ``vetoes``, ``cases_for``,
-``methods``, ``counts``, ``example_root``) from the ``reads`` table of ``<kb>/search_cache.sqlite`` when
-the same read was answered before by the same DuckDB version, and otherwise asks the real store (opened
-then, once) and keeps its answer (written in one transaction by :meth:`DiskReadsKB.flush`, which a query
-calls at its end). Anything else (``search_docs``, ``stats``, ...) goes to the real store; the doc-search
-answers have their own cache (:mod:`.search_cache`), which this object serves without the store (it knows
-the KB folder, the content hash and the embedder).
+``methods``, ``counts``, ``example_root``) and the doc search (``search_docs``, ``doc_vectors``):
+
+- from the read copy of the current version (:mod:`kernelskill.kb.read_copy`, written by every ingest)
+  when it has one: every read, first-seen or not, and the hits' text of the exact search over the doc
+  vectors' mirror;
+- otherwise (a KB written before the copy existed, a copy that failed to write) from the ``reads`` table
+  of ``<kb>/search_cache.sqlite`` when the same read was answered before by the same DuckDB version, else
+  from the real store (opened then, once), keeping its answer (written in one transaction by
+  :meth:`DiskReadsKB.flush`, which a query calls at its end).
+
+Anything else (``stats``, ...) goes to the real store; the doc-search answers have their own cache
+(:mod:`.search_cache`), which this object serves without the store (it knows the KB folder, the content
+hash and the embedder).
 
 A DuckDB version is a file that is never written again once ``CURRENT`` names it, so an answer keyed by
 that file's name (and the content hash ``CURRENT`` gives with it) is the answer the store gives for it.
@@ -31,6 +37,8 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from kernelskill.kb.doc_vectors import DEFAULT_MAX_DOCS, DocVectors, query_vector
+from kernelskill.kb.read_copy import ReadCopy
 from kernelskill.kb.schema import Bottleneck, Case, Method, Predicate, Tier, Veto
 from kernelskill.kb.schema import Field as KBField
 from kernelskill.kb.sources import CURRENT
@@ -55,6 +63,8 @@ class DiskReadsKB:
         self._store: Any = None
         self._embedder: Any = None
         self._db: sqlite3.Connection | None = None
+        self._copy: tuple[str, ReadCopy | None] | None = None  # (content hash, its read copy or None)
+        self._vectors: DocVectors | None = None
         self._pending: list[tuple[str, str, str]] = []  # (version, key, answer) not written yet
         self._lock = threading.Lock()
 
@@ -90,6 +100,16 @@ class DiskReadsKB:
 
             self._embedder = Embedder.get(getattr(self.settings, "embed", None), cache_dir=self.kb_dir)
         return self._embedder
+
+    def _read_copy(self, content_hash: str) -> ReadCopy | None:
+        """The read copy of ``content_hash`` (None when that version has none: the disk table and the
+        store answer)."""
+        with self._lock:
+            if self._copy is None or self._copy[0] != content_hash:
+                if self._copy is not None and self._copy[1] is not None:
+                    self._copy[1].close()
+                self._copy = (content_hash, ReadCopy.open(self.kb_dir, content_hash))
+            return self._copy[1]
 
     def __getattr__(self, name: str) -> Any:
         if name.startswith("_"):
@@ -141,9 +161,14 @@ class DiskReadsKB:
 
     def _read(self, name: str, args: list[Any], call: Callable[[Any], Any], dump: Callable[[Any], str],
               load: Callable[[str], Any]) -> Any:
+        """``call(reader)``: on the version's read copy when it has one, else from the disk table or on the
+        store (and then kept)."""
         version = self._version()
         if version is None:
             return call(self.store())
+        copy = self._read_copy(version[1])
+        if copy is not None:
+            return call(copy)
         tag = json.dumps(list(version))
         key = json.dumps([name, *args])
         raw = self._get(tag, key)
@@ -192,6 +217,33 @@ class DiskReadsKB:
                           lambda p: json.dumps(str(p) if p is not None else None),
                           lambda raw: Path(v) if (v := json.loads(raw)) is not None else None)
 
+    # -- the doc search ----------------------------------------------------------------------------
+    def doc_vectors(self) -> DocVectors | None:
+        """The doc vectors' mirror of the current version when a search may use it (as the store's)."""
+        version = self._version()
+        if version is None:
+            return self.store().doc_vectors()
+        if self._vectors is None or self._vectors.content_hash != version[1]:
+            self._vectors = DocVectors.load(self.kb_dir, version[1], self.embedder.model_key)
+        limit = int(getattr(getattr(self.settings, "embed", None), "exact_search_max_docs", DEFAULT_MAX_DOCS))
+        return self._vectors if self._vectors is not None and len(self._vectors) <= limit else None
+
+    def search_docs(self, text: str, k: int = 5, methods: list[str] | None = None, *,
+                    bottleneck: str | None = None, tier: str | None = None, structure: int | None = None) -> list[Any]:
+        """The store's search: the exact search over the mirror, with the hits' text from the read copy,
+        when the current version has both; otherwise the store searches (DuckDB, and Chroma without a
+        mirror)."""
+        if k <= 0 or methods == []:
+            return []
+        version = self._version()
+        copy = self._read_copy(version[1]) if version is not None else None
+        mirror = self.doc_vectors() if copy is not None else None
+        if copy is None or mirror is None or mirror.content_hash != copy.content_hash:
+            return self.store().search_docs(text, k=k, methods=methods, bottleneck=bottleneck, tier=tier,
+                                            structure=structure)
+        return copy.hits(mirror.search(query_vector(self.embedder, text), k, methods, bottleneck=bottleneck,
+                                       tier=tier, structure=structure))
+
     def close(self) -> None:
         self.flush()
         if self._db is not None:
@@ -200,3 +252,6 @@ class DiskReadsKB:
             self._db = None
         if self._store is not None:
             self._store.close()
+        if self._copy is not None and self._copy[1] is not None:
+            self._copy[1].close()
+        self._copy = None

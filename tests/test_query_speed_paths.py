@@ -2,14 +2,19 @@
 vectors' mirror, in plain Python and in numpy, returns what Chroma returns (same ids, same order, same
 distances), on the bundled KB through a real store (DuckDB file, Chroma collection, bundled MiniLM); and
 a query in a new process imports neither chromadb nor torch (nor numpy, for a query text seen before).
-The KB reads kept on disk are the store's reads, for the DuckDB version that gave them only; a query
-answered from them in a new process does not import DuckDB and prints what the store's answer prints."""
+The read copy an ingest writes answers every read a query makes (and the search hits' text) as the store
+does, so a query in a new process, first-seen situation or not, imports neither DuckDB nor the store and
+prints what the store's answer prints. Without a read copy (a KB written before it existed), the KB reads
+kept on disk are the store's reads, for the DuckDB version that gave them only."""
 
 from __future__ import annotations
 
+import contextlib
 import json
+import shutil
 import subprocess
 import sys
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -17,6 +22,7 @@ import pytest
 from kernelskill.config import load_settings
 from kernelskill.kb import doc_vectors
 from kernelskill.kb.doc_vectors import MIRROR_DIR, DocVectors, mirror_path
+from kernelskill.kb.read_copy import COPY_DIR, ReadCopy, copy_path
 from kernelskill.kb.store import KBStore
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -166,11 +172,11 @@ def _reads(kb) -> dict:
                  "bottlenecks": kb.bottlenecks(), "vetoes": kb.vetoes(), "counts": kb.counts(),
                  "methods": kb.methods(), "none": kb.methods([])}
     ids = [m.id for m in out["methods"]]
-    out["some"] = kb.methods(ids[::3] + ["no_such_method"])
+    out["some"] = kb.methods(ids[::3] + ["no_such_method"] + ids[:2])
     out["roots"] = [kb.example_root(i) for i in ids] + [kb.example_root("no_such_method")]
-    for b in [b.id for b in out["bottlenecks"]] + [None]:
-        for t in [t.id for t in out["tiers"]] + [None]:
-            for st in (None, 0, 3):
+    for b in [b.id for b in out["bottlenecks"]] + [None, "no_such_bottleneck"]:
+        for t in [t.id for t in out["tiers"]] + [None, "no_such_tier"]:
+            for st in (None, 0, 1, 2, 3, 4, 7):
                 for fb in (False, True):
                     out[("cases", b, t, st, fb)] = kb.cases_for(b, t, st, fallback=fb)
     return out
@@ -180,7 +186,80 @@ def _no_store() -> None:
     raise AssertionError("the store was opened")
 
 
+@contextlib.contextmanager
+def _without_read_copy(kb_dir: Path) -> Iterator[None]:
+    """The KB as one written before the read copy existed (the copy's folder moved aside meanwhile)."""
+    folder, aside = kb_dir / COPY_DIR, kb_dir.parent / "reads.aside"
+    shutil.move(str(folder), str(aside))
+    try:
+        yield
+    finally:
+        shutil.move(str(aside), str(folder))
+
+
+def test_read_copy_answers_every_read_and_search_as_the_store(home: Path, stores) -> None:
+    from kernelskill.retrieval.kb_reads import DiskReadsKB
+
+    exact, _ = stores
+    settings = load_settings(home=home)
+    content = exact.content_hash()
+    assert [p.name for p in (exact.kb_dir / COPY_DIR).iterdir()] == [copy_path(exact.kb_dir, content).name]
+    copy = ReadCopy.open(exact.kb_dir, content)
+    assert copy is not None and ReadCopy.open(exact.kb_dir, "0" * 64) is None
+    want = _reads(exact)
+    got = _reads(copy)
+    assert got == want
+    assert [type(m) for m in got["methods"]] == [type(m) for m in want["methods"]]
+    assert sum(1 for k in got if isinstance(k, tuple) and got[k]) > 50, "many non-empty case lists compared"
+    copy.close()
+
+    reader = DiskReadsKB(settings, _no_store)  # reads and searches without DuckDB, Chroma or the store
+    assert _reads(reader) == want
+    assert reader.doc_vectors() is not None
+    n_docs = exact.counts()["docs"]
+    compared = 0
+    for text in QUERIES:
+        for flt in _filters(exact) + [{"methods": []}]:
+            for k in (0, 1, 5, n_docs):
+                got_hits = reader.search_docs(text, k=k, **flt)
+                want_hits = exact.search_docs(text, k=k, **flt)
+                assert [(h.id, h.method, h.title, h.text, h.distance, h.metadata) for h in got_hits] == \
+                    [(h.id, h.method, h.title, h.text, h.distance, h.metadata) for h in want_hits], (text, flt, k)
+                compared += len(got_hits)
+    assert compared > 100
+    assert reader._store is None
+    reader.close()
+
+
+def test_read_copy_is_written_by_an_ingest_and_written_back_when_missing(tmp_path: Path) -> None:
+    from kernelskill.kb.curate import bundled_skills_dir
+    from kernelskill.kb.loader import load_skills
+
+    settings = load_settings(home=tmp_path / "h")
+    skills = load_skills([bundled_skills_dir()])
+    with KBStore.open(settings.kb_dir, embed_settings=settings.embed) as store:
+        store.ingest(skills)
+        path = copy_path(store.kb_dir, store.content_hash())
+        assert path.is_file()
+        path.unlink()
+        assert not store.ingest(skills).changed and path.is_file(), "an unchanged ingest writes a missing copy"
+        path.unlink()
+        assert store.doctor(repair=True).in_sync and path.is_file(), "kb doctor --repair writes a missing copy"
+        stale = path.with_name("f" * 64 + ".sqlite")
+        shutil.copy(path, stale)
+        assert ReadCopy.open(store.kb_dir, "f" * 64) is None, "a copy names the version it was written for"
+        path.unlink()
+        store.ingest(skills)
+        assert sorted(p.name for p in path.parent.iterdir()) == [path.name], "other versions' copies go"
+
+
 def test_kb_reads_from_disk_are_the_stores_for_its_version_only(home: Path) -> None:
+    settings = load_settings(home=home)
+    with _without_read_copy(settings.kb_dir):
+        _check_kb_reads_from_disk(home)
+
+
+def _check_kb_reads_from_disk(home: Path) -> None:
     from kernelskill.kb.sources import CURRENT
     from kernelskill.retrieval.kb_reads import DiskReadsKB
     from kernelskill.retrieval.search_cache import CACHE_NAME
@@ -246,24 +325,30 @@ def test_a_stale_kb_is_rebuilt_before_any_read_from_disk(home: Path) -> None:
         record.write_text(saved)
 
 
-def test_a_cold_query_answered_from_disk_reads_imports_no_duckdb_and_prints_the_same(home: Path) -> None:
+@pytest.mark.parametrize("static", [False, True], ids=["profile", "static-only"])
+def test_a_cold_query_without_duckdb_prints_what_the_store_prints(home: Path, static: bool) -> None:
+    """First-seen and repeated situations, with the read copy: no DuckDB, no store; without it (a KB
+    written before the copy existed) the store answers a first-seen situation: the same answer."""
     e = MANIFEST[0]
     kb_dir = load_settings(home=home).kb_dir
     out = kb_dir.parent / "out.json"
-    args = ["--home", str(home), "--json", "query", str(EX / e["kernel"]), "--profile", str(EX / e["profile"])]
+    args = ["--home", str(home), "--json", "query", str(EX / e["kernel"])] + ([] if static else
+                                                                             ["--profile", str(EX / e["profile"])])
     body = ("import contextlib\nfrom kernelskill.cli import main\n"
             f"with open({str(out)!r}, 'w') as fh, contextlib.redirect_stdout(fh):\n"
             f"    try:\n        main({args!r})\n    except SystemExit as exc:\n        assert not exc.code, exc.code\n")
     answers = []
-    for cached in (False, True):
+    for copy, cached in ((False, False), (False, True), (True, False), (True, True)):
         if not cached:
             (kb_dir / "search_cache.sqlite").unlink(missing_ok=True)
-        loaded = _cold(home, body, ("duckdb", "kernelskill.kb.store", "chromadb"))
-        assert loaded == {"duckdb": not cached, "kernelskill.kb.store": not cached, "chromadb": False}, cached
+        with contextlib.nullcontext() if copy else _without_read_copy(kb_dir):
+            loaded = _cold(home, body, ("duckdb", "kernelskill.kb.store", "chromadb"))
+        from_store = not copy and not cached
+        assert loaded == {"duckdb": from_store, "kernelskill.kb.store": from_store, "chromadb": False}, (copy, cached)
         answer = json.loads(out.read_text())
         answer.pop("timings_ms")
         answers.append(answer)
-    assert answers[0] == answers[1]
+    assert all(a == answers[0] for a in answers[1:])
 
 
 def test_rule_files_parse_the_same_with_libyaml() -> None:
