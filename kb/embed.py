@@ -2,8 +2,10 @@
 
 Two backends compute the same vectors (cosine > 0.999, see ``tests/test_kb_embed.py``):
 
-- ``numpy``: a small BERT forward pass in numpy over the bundled MiniLM weights (safetensors) with the
-  ``tokenizers`` fast tokenizer. It never imports torch, so a cold ``kernelskill query`` stays cheap.
+- ``numpy``: a small BERT forward pass in numpy over the bundled MiniLM weights (safetensors), its text
+  split by the plain-Python WordPiece of :mod:`.wordpiece` (the ``tokenizers`` fast tokenizer for a text it
+  does not cover; both give the same ids). It never imports torch, so a cold ``kernelskill query`` stays
+  cheap.
 - ``torch``: ``sentence-transformers`` loading the same folder; the reference implementation and the path
   for any model the numpy backend does not understand.
 
@@ -24,13 +26,16 @@ import hashlib
 import json
 import logging
 import math
+import os
 import sqlite3
+import sys
 import threading
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any, Protocol
 
 from kernelskill.errors import KernelskillError
+from kernelskill.kb import wordpiece
 
 log = logging.getLogger(__name__)
 
@@ -71,6 +76,27 @@ def _model_key(model: Path | str) -> str:
                 h.update(f"{name}:{p.stat().st_size}".encode())
         return f"{model.name}:{h.hexdigest()[:16]}"
     return f"name:{model}"
+
+
+_BLAS_STARTED_ONE_THREAD = False  # numpy was first imported here, with OpenBLAS on one thread
+
+
+def import_numpy() -> Any:
+    """numpy. When this process has not imported it yet (a cold query about to encode its text), OpenBLAS
+    is started on one thread (``OPENBLAS_NUM_THREADS=1`` while numpy is imported, unless the variable is
+    set): starting a thread per core halves numpy's import on a 2-core machine (0.25 s against 0.12 s),
+    and the encoder runs BLAS on one thread anyway (:meth:`NumpyBert._blas_one_thread`)."""
+    global _BLAS_STARTED_ONE_THREAD
+    if "numpy" not in sys.modules and "OPENBLAS_NUM_THREADS" not in os.environ:
+        os.environ["OPENBLAS_NUM_THREADS"] = "1"
+        try:
+            import numpy  # noqa: F401 - OpenBLAS reads the variable when numpy loads it
+            _BLAS_STARTED_ONE_THREAD = True
+        finally:
+            os.environ.pop("OPENBLAS_NUM_THREADS", None)
+    import numpy as np
+
+    return np
 
 
 class _Backend(Protocol):
@@ -156,11 +182,11 @@ class NumpyBert:
     name = "numpy"
 
     def __init__(self, model_dir: Path) -> None:
-        import numpy as np
-        from tokenizers import Tokenizer
-
+        np = import_numpy()
         self._np = np
         self._tp: Any = None
+        self._model_dir = model_dir
+        self._tokenizer: Any = None  # the ``tokenizers`` one, loaded for a text WordPiece does not cover
         cfg = json.loads((model_dir / "config.json").read_text())
         max_len = MAX_SEQ_LENGTH
         sbert = model_dir / "sentence_bert_config.json"
@@ -168,10 +194,10 @@ class NumpyBert:
             max_len = int(json.loads(sbert.read_text()).get("max_seq_length", max_len))
         self.heads = int(cfg["num_attention_heads"])
         self.eps = float(cfg.get("layer_norm_eps", 1e-12))
+        self.max_len = max_len
+        self.pad_id = int(cfg.get("pad_token_id", 0))
         weights = map_safetensors(model_dir / "model.safetensors")
-        self.tokenizer = Tokenizer.from_file(str(model_dir / "tokenizer.json"))
-        self.tokenizer.enable_truncation(max_len)
-        self.tokenizer.enable_padding(pad_id=int(cfg.get("pad_token_id", 0)))
+        self.wordpiece = wordpiece.load(model_dir / "tokenizer.json", max_len)
         prefix = "bert." if "bert.embeddings.word_embeddings.weight" in weights else ""
 
         def w(name: str) -> Any:
@@ -202,12 +228,33 @@ class NumpyBert:
         var = (centred * centred).mean(-1, keepdims=True)
         return centred / self._np.sqrt(var + self.eps) * gamma + beta
 
+    def tokenize(self, texts: list[str]) -> tuple[Any, Any, Any]:
+        """Token ids, attention mask and token types, ``(batch, longest)``, padded with ``pad_id``."""
+        np = self._np
+        wp = self.wordpiece
+        if wp is not None and all(wp.covers(t) for t in texts):
+            rows = [wp.ids(t) for t in texts]
+            width = max(len(r) for r in rows)
+            ids = np.full((len(rows), width), self.pad_id, dtype=np.int64)
+            mask = np.zeros((len(rows), width), dtype=np.float32)
+            for i, r in enumerate(rows):
+                ids[i, :len(r)] = r
+                mask[i, :len(r)] = 1.0
+            return ids, mask, np.zeros_like(ids)
+        if self._tokenizer is None:
+            from tokenizers import Tokenizer
+
+            self._tokenizer = Tokenizer.from_file(str(self._model_dir / "tokenizer.json"))
+            self._tokenizer.enable_truncation(self.max_len)
+            self._tokenizer.enable_padding(pad_id=self.pad_id)
+        enc = self._tokenizer.encode_batch(texts)
+        return (np.array([e.ids for e in enc], dtype=np.int64), np.array([e.attention_mask for e in enc],
+                                                                          dtype=np.float32),
+                np.array([e.type_ids for e in enc], dtype=np.int64))
+
     def _forward(self, texts: list[str]) -> Any:
         np = self._np
-        enc = self.tokenizer.encode_batch(texts)
-        ids = np.array([e.ids for e in enc], dtype=np.int64)
-        mask = np.array([e.attention_mask for e in enc], dtype=np.float32)
-        types = np.array([e.type_ids for e in enc], dtype=np.int64)
+        ids, mask, types = self.tokenize(texts)
         b, s = ids.shape
         x = self.word[ids] + self.pos[:s][None] + self.typ[types]
         x = self._ln(x, *self.emb_ln)
@@ -239,7 +286,10 @@ class NumpyBert:
     def _blas_one_thread(self) -> Any:
         """One BLAS thread: on this 2-core machine, shared with other work, a second OpenBLAS thread spins
         more than it helps (measured: a query p50 14-23 ms vs 27-160 ms; the 45 bundled docs 8-10 s CPU
-        and 21-41 s wall vs 24-32 s CPU and 34-105 s wall)."""
+        and 21-41 s wall vs 24-32 s CPU and 34-105 s wall). Nothing to do when OpenBLAS was started on one
+        thread (:func:`import_numpy`): threadpoolctl is not even imported."""
+        if _BLAS_STARTED_ONE_THREAD:
+            return contextlib.nullcontext()
         if self._tp is None:
             try:
                 from threadpoolctl import ThreadpoolController
@@ -428,7 +478,7 @@ class Embedder:
 
     def encode_array(self, texts: Sequence[str]) -> Any:
         """``(n, DIM)`` float32 numpy array, L2-normalised; cached texts skip the model."""
-        import numpy as np
+        np = import_numpy()
 
         texts = list(texts)
         if not texts:
