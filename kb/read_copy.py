@@ -132,10 +132,10 @@ class ReadCopy:
         path = copy_path(kb_dir, content_hash)
         if not path.is_file():
             return None
-        try:
-            db = sqlite3.connect(f"{path.as_uri()}?immutable=1", uri=True, check_same_thread=False)
+        try:  # immutable: a version's copy is never written again (a rewrite is a new file renamed over it)
+            db = sqlite3.connect(f"{path.resolve().as_uri()}?immutable=1", uri=True, check_same_thread=False)
             meta = dict(db.execute("SELECT key, value FROM meta").fetchall())
-        except sqlite3.Error as exc:
+        except (sqlite3.Error, ValueError) as exc:
             log.warning("KB read copy %s unreadable (%s); reading DuckDB", path, exc)
             return None
         if meta.get("format") != FORMAT or meta.get("content_hash") != content_hash:
