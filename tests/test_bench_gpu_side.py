@@ -71,9 +71,15 @@ class ScriptedBackend:
 def test_each_result_is_recorded_the_moment_it_is_measured(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(gpu_pool, "HarnessBackend", ScriptedBackend)
     runs = paused_runs(tmp_path, 4)
-    rows = gpu_side.evaluate_pending(runs, gpu_side.HarnessGPU(allow_cpu=True), profile_ahead=False)
+    gpu = gpu_side.HarnessGPU(allow_cpu=True)
+    rows = gpu_side.evaluate_pending(runs, gpu, profile_ahead=False)
     assert sorted(r["status"] for r in rows) == ["ok"] * 4
     assert len(ScriptedBackend.measured) == 4
+    [phase] = gpu.phases  # the batch's summary: what a trip reports as the GPU busy share
+    assert phase["evaluations"] == 4 and phase["gpus"] >= 1
+    assert 0 < phase["busy_share_with_builds"] <= phase["busy_share"] <= 1
+    assert phase["busy_gpu_s"] >= 4 * ScriptedBackend.sleep
+    assert "4 evaluations" in gpu_side.phase_line(phase)
     for run in runs:
         [event] = [e for e in on_disk(run.path) if e["type"] == "eval"]
         assert event["step"] == "r00.eval" and event["data"]["result"]["details"]["gpu_name"] == "scripted"

@@ -86,6 +86,8 @@ class HarnessGPU:
     def __init__(self, *, allow_cpu: bool = False, build_jobs: int | None = None) -> None:
         self.allow_cpu = allow_cpu
         self.build_jobs = build_jobs
+        #: one summary per batch through the pool: evaluations, wall and busy GPU seconds, busy shares
+        self.phases: list[dict[str, Any]] = []
 
     def check(self) -> None:
         try:
@@ -135,10 +137,11 @@ class HarnessGPU:
             stats = pool.stats
         wall = time.monotonic() - started
         share = stats.busy_share()
-        log.info("GPU phase: %d evaluations in %.1f s on %d GPU(s); busy %.1f GPU-s, busy share %s from the first "
-                 "start, %.0f %% of the whole batch (the first builds included)", stats.done, wall, stats.slots,
-                 stats.busy_s, "-" if share is None else f"{share:.0%}",
-                 100.0 * stats.busy_s / max(wall * stats.slots, 1e-9))
+        phase = {"evaluations": stats.done, "wall_s": round(wall, 1), "gpus": stats.slots,
+                 "busy_gpu_s": round(stats.busy_s, 1), "busy_share": None if share is None else round(share, 4),
+                 "busy_share_with_builds": round(stats.busy_s / max(wall * stats.slots, 1e-9), 4)}
+        self.phases.append(phase)
+        log.info("%s", phase_line(phase))
         return out
 
     @staticmethod
@@ -158,6 +161,14 @@ class HarnessGPU:
         from kernelskill.pipeline.harness import profile
 
         return profile(task, candidate, self.config(Path(task).parent)).to_dict()
+
+
+def phase_line(phase: dict[str, Any]) -> str:
+    """One line for a batch's summary (:attr:`HarnessGPU.phases`)."""
+    share = phase["busy_share"]
+    return (f"GPU phase: {phase['evaluations']} evaluations in {phase['wall_s']:.0f} s on {phase['gpus']} GPU(s), "
+            f"{phase['busy_gpu_s']:.0f} GPU-s busy: busy share {'-' if share is None else f'{share:.0%}'} from the "
+            f"first start, {phase['busy_share_with_builds']:.0%} of the whole batch (its first builds included)")
 
 
 def _row(step: PendingStep, event: dict[str, Any] | None, error: str = "") -> dict[str, Any]:
@@ -505,9 +516,13 @@ def main(argv: Sequence[str] | None = None) -> int:
                 print(f"gpu side ({time.monotonic() - started:.0f} s): {message}{count}", file=sys.stderr, flush=True)
 
             progress(f"{len(runs)} runs under {', '.join(map(str, args.dirs))}", None, None)
-            rows = evaluate_pending(runs, gpu, profile_ahead=not args.no_profile_ahead,
-                                    verify_ahead=not args.no_verify_ahead, deadline=deadline,
-                                    progress=progress)
+            try:
+                rows = evaluate_pending(runs, gpu, profile_ahead=not args.no_profile_ahead,
+                                        verify_ahead=not args.no_verify_ahead, deadline=deadline,
+                                        progress=progress)
+            finally:
+                for phase in getattr(gpu, "phases", []):  # a stand-in evaluator may keep none
+                    progress(phase_line(phase), None, None)
     except KernelskillError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return exc.exit_code
