@@ -103,9 +103,10 @@ class DiskReadsKB:
 
     def _read_copy(self, content_hash: str) -> ReadCopy | None:
         """The read copy of ``content_hash`` (None when that version has none: the disk table and the
-        store answer)."""
+        store answer). A missing copy is looked for again on the next read (one ``stat``): an ingest writes
+        it just after switching ``CURRENT``, and a long-lived process should not miss it."""
         with self._lock:
-            if self._copy is None or self._copy[0] != content_hash:
+            if self._copy is None or self._copy[0] != content_hash or self._copy[1] is None:
                 if self._copy is not None and self._copy[1] is not None:
                     self._copy[1].close()
                 self._copy = (content_hash, ReadCopy.open(self.kb_dir, content_hash))

@@ -231,6 +231,21 @@ def test_read_copy_answers_every_read_and_search_as_the_store(home: Path, stores
     reader.close()
 
 
+def test_a_read_copy_written_after_a_reader_looked_is_used(home: Path, stores) -> None:
+    from kernelskill.retrieval.kb_reads import DiskReadsKB
+
+    exact, _ = stores
+    settings = load_settings(home=home)
+    reader = DiskReadsKB(settings, lambda: exact)
+    with _without_read_copy(settings.kb_dir):  # as between an ingest's switch of CURRENT and its copy
+        assert reader.tiers() == exact.tiers()
+        assert reader._store is exact
+    reader._store = None
+    reader._open_store = _no_store
+    assert reader.vetoes() == exact.vetoes(), "answered by the copy, found on the next read"
+    reader.close()
+
+
 def test_read_copy_is_written_by_an_ingest_and_written_back_when_missing(tmp_path: Path) -> None:
     from kernelskill.kb.curate import bundled_skills_dir
     from kernelskill.kb.loader import load_skills
