@@ -152,9 +152,12 @@ def test_a_cold_query_imports_neither_chromadb_nor_torch(home: Path) -> None:
                     "settings=settings)\nassert r.permitted and any(p.docs for p in r.permitted)")
             for seen in (False, True):  # a new query text (MiniLM encodes it), then the same text again
                 (kb_dir / "search_cache.sqlite").unlink(missing_ok=True)  # the search itself must run
-                loaded = _cold(home, body)
+                loaded = _cold(home, body, ("chromadb", "torch", "sentence_transformers", "numpy", "tokenizers",
+                                            "threadpoolctl", "duckdb"))
+                # a new text: numpy, with OpenBLAS on one thread and the plain-Python WordPiece
                 assert loaded == {"chromadb": False, "torch": False, "sentence_transformers": False,
-                                  "numpy": not seen}, (e["kernel"], profile, seen)
+                                  "numpy": not seen, "tokenizers": False, "threadpoolctl": False,
+                                  "duckdb": False}, (e["kernel"], profile, seen)
 
 
 def test_a_cold_cli_query_imports_neither_chromadb_nor_torch(home: Path) -> None:
