@@ -257,7 +257,31 @@ def test_verify_ahead_skips_what_the_loop_turned_down(tmp_path: Path) -> None:
 
     evaluated("r00.eval", "candidates/r00.generate.py", 2.0)
     run.log.append("loop", "attempt", {"candidate": "candidates/r00.generate.py", "accepted": False}, step="r00")
-    assert gpu_side.verify_ahead_request(run) is None  # round 1 not measured yet
+    assert gpu_side.verify_ahead_requests(run) == []  # round 1 not measured yet
     evaluated("r01.eval", "candidates/r01.optimize.py", 1.5)
-    request = gpu_side.verify_ahead_request(run)
+    [request] = gpu_side.verify_ahead_requests(run)
     assert request["step"] == "verify.r01.optimize" and request["seed"] == 7
+
+
+def test_verify_ahead_also_verifies_the_runner_up_of_an_unreviewed_last_candidate(tmp_path: Path) -> None:
+    """The last round's candidate is the fastest but not reviewed yet: should the review turn it down, the
+    loop verifies the best accepted one instead, so both are verified on the same trip."""
+    [run] = paused_runs(tmp_path, 1)
+    manifest = run.path / "run.json"
+    data = json.loads(manifest.read_text())
+    data["options"] = {"rounds": 2, "verify_seed": 7}
+    manifest.write_text(json.dumps(data))
+    run = RunStore(run.path.parent).open(run.id)
+    for step, candidate, speedup, accepted in (("r00.eval", "candidates/r00.generate.py", 1.0, True),
+                                               ("r01.eval", "candidates/r01.optimize.py", 1.4, True),
+                                               ("r02.eval", "candidates/r02.optimize.py", 1.9, None)):
+        run.log.append("gpu", "eval", {"candidate": candidate, "result": {"correct": True, "speedup": speedup}},
+                       step=step)
+        if accepted is not None:
+            run.log.append("loop", "attempt", {"candidate": candidate, "accepted": accepted}, step=step[:3])
+    steps = [r["step"] for r in gpu_side.verify_ahead_requests(run)]
+    assert steps == ["verify.r02.optimize", "verify.r01.optimize"]
+    run.log.append("loop", "attempt", {"candidate": "candidates/r02.optimize.py", "accepted": True}, step="r02")
+    run.log.append("gpu", "eval", {"candidate": "candidates/r02.optimize.py", "result": {"correct": True}},
+                   step="verify.r02.optimize")
+    assert gpu_side.verify_ahead_requests(run) == []  # reviewed and verified: nothing more ahead

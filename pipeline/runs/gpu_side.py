@@ -212,31 +212,39 @@ def profile_ahead_request(run: Run, request: dict[str, Any], event: dict[str, An
     return None if run.log.find(profile["step"], "profile") is not None else profile
 
 
-def verify_ahead_request(run: Run) -> dict[str, Any] | None:
+def verify_ahead_requests(run: Run) -> list[dict[str, Any]]:
     """The final re-verification the loop will ask for next when the run's last round has just been
     measured correct: an evaluation of its fastest correct candidate that the loop has not turned down, on
-    the run's verify seed, so that the last trip to the GPU box also serves the end of the run. None when
-    the run has more rounds to go, when the last round failed (a repair comes next) or when it is recorded
-    already. Should the loop rank another candidate first, it simply asks for that one."""
+    the run's verify seed, so that the last trip to the GPU box also serves the end of the run. When that
+    candidate has not been reviewed yet (the last round's own, measured on this trip), the runner-up is
+    verified too: the loop verifies it if the review turns the fastest down, and nothing on the box can know
+    which. Empty when the run has more rounds to go, when the last round failed (a repair comes next) or
+    when what it would verify is recorded already. Should the loop rank another candidate first, it simply
+    asks for that one."""
     rounds, seed = _last_round(run), (run.manifest.get("options") or {}).get("verify_seed")
     if rounds is None or seed is None:
-        return None
+        return []
     evals = [e for e in run.log.of_type("eval") if e.get("kind", "gpu") == "gpu"
              and not str(e.get("step", "")).startswith("verify.")]
     last = [e for e in evals if _round_of(str(e.get("step", ""))) == rounds]
     if not last or not any(((e.get("data") or {}).get("result") or {}).get("correct") for e in last):
-        return None
+        return []
+    attempts = run.log.of_type("attempt")
+    reviewed = {(e.get("data") or {}).get("candidate") for e in attempts}
     # a candidate the loop already turned down (slower, or a gain inside the noise) is not what it will verify
-    turned_down = {(e.get("data") or {}).get("candidate") for e in run.log.of_type("attempt")
-                   if not (e.get("data") or {}).get("accepted")}
+    turned_down = {(e.get("data") or {}).get("candidate") for e in attempts if not (e.get("data") or {}).get("accepted")}
     correct = [e for e in evals if ((e.get("data") or {}).get("result") or {}).get("correct")
                and (e.get("data") or {}).get("candidate") not in turned_down]
-    if not correct:
-        return None
-    best = max(correct, key=lambda e: e["data"]["result"].get("speedup") or 0.0)
-    candidate = best["data"]["candidate"]
-    request = gpu_request("eval", f"verify.{Path(candidate).stem}", candidate, seed=seed)
-    return None if run.log.find(request["step"], "eval") is not None else request
+    ranked = sorted(correct, key=lambda e: e["data"]["result"].get("speedup") or 0.0, reverse=True)
+    chosen: list[str] = []
+    for event in ranked:
+        candidate = event["data"]["candidate"]
+        if candidate not in chosen:
+            chosen.append(candidate)
+        if candidate in reviewed or len(chosen) == 2:
+            break
+    requests = [gpu_request("eval", f"verify.{Path(c).stem}", c, seed=seed) for c in chosen]
+    return [r for r in requests if run.log.find(r["step"], "eval") is None]
 
 
 def job_key(step: PendingStep) -> str:
@@ -308,7 +316,7 @@ def evaluate_pending(runs: Iterable[Run], evaluator: Any = None, *, profile_ahea
     measured; otherwise as soon as the batch returns). ``profile_ahead`` also profiles each evaluated
     candidate that would become the parent (:func:`profile_ahead_request`): the loop then finds its next
     GPU step recorded already; ``verify_ahead`` likewise re-verifies the fastest candidate of each run whose
-    last round was just measured correct (:func:`verify_ahead_request`). ``deadline`` (a
+    last round was just measured correct (:func:`verify_ahead_requests`). ``deadline`` (a
     ``time.monotonic()`` value): no step is started after it (nor, in a batch, one that would end after it);
     those stay pending, with the row status ``not started (budget)``. Identical jobs (:func:`job_key`) are
     measured once and recorded in each run. A run held by another process is skipped; a step that fails to run is reported and stays
@@ -401,9 +409,7 @@ def evaluate_pending(runs: Iterable[Run], evaluator: Any = None, *, profile_ahea
         if verify_ahead:
             touched = {id(s.run): s.run for s in steps if s.request["type"] == "eval"}
             for run in touched.values():
-                request = verify_ahead_request(run)
-                if request is not None:
-                    ahead.append(PendingStep(run, request))
+                ahead.extend(PendingStep(run, request) for request in verify_ahead_requests(run))
         if not _past(deadline):  # re-verifications ahead: one more batch (their builds in parallel too)
             run_batch([s for s in ahead if s.request["type"] == "eval"], "eval ahead")
         for step in [s for s in ahead if id(s) not in handled]:
