@@ -332,14 +332,17 @@ def eval_cmd(ctx, solutions: Path, kernelbench: Path, levels: tuple[int, ...], s
 @click.option("--html", "html_file", type=click.Path(path_type=Path), default=None,
               help="Also write the self-contained HTML page (inline SVG plots) here.")
 @click.option("--md", "md_file", type=click.Path(path_type=Path), default=None, help="Also write the markdown.")
+@click.option("--upto-round", "upto_round", type=click.IntRange(0, None), default=None, metavar="N",
+              help="As it stood after round N: only the events of rounds 0..N count (arms compared after the "
+                   "same number of rounds).")
 @common_options
-def report_cmd(ctx, suite_dir: Path, html_file: Path | None, md_file: Path | None) -> None:
+def report_cmd(ctx, suite_dir: Path, html_file: Path | None, md_file: Path | None, upto_round: int | None) -> None:
     """Per level and overall: correctness, failure classes, fast_p vs eager and torch.compile, geomean."""
     from kernelskill.pipeline.bench.html import page
     from kernelskill.pipeline.bench.report import markdown, suite_report
     from kernelskill.pipeline.bench.suite import Suite
 
-    report = suite_report(Suite.open(suite_dir))
+    report = suite_report(Suite.open(suite_dir), upto_round=upto_round)
     if html_file is not None:
         html_file.parent.mkdir(parents=True, exist_ok=True)
         html_file.write_text(page(report), encoding="utf-8")
@@ -355,15 +358,19 @@ def report_cmd(ctx, suite_dir: Path, html_file: Path | None, md_file: Path | Non
 @click.argument("suite_a", type=click.Path(path_type=Path))
 @click.argument("suite_b", type=click.Path(path_type=Path))
 @click.option("--md", "md_file", type=click.Path(path_type=Path), default=None, help="Also write the markdown.")
+@click.option("--upto-round", "upto_round", type=click.IntRange(0, None), default=None, metavar="N",
+              help="As it stood after round N: only the events of rounds 0..N count (arms compared after the "
+                   "same number of rounds).")
 @common_options
-def compare_cmd(ctx, suite_a: Path, suite_b: Path, md_file: Path | None) -> None:
+def compare_cmd(ctx, suite_a: Path, suite_b: Path, md_file: Path | None, upto_round: int | None) -> None:
     """Two suites side by side per task (an ablation arm, or a search against a single path): correct, best
     speedup against eager and torch.compile, round of the best, LLM calls; wins, ties and geomeans."""
     from kernelskill.pipeline.bench.compare import compare, markdown
     from kernelskill.pipeline.bench.report import suite_report
     from kernelskill.pipeline.bench.suite import Suite
 
-    data = compare(suite_report(Suite.open(suite_a)), suite_report(Suite.open(suite_b)))
+    data = compare(suite_report(Suite.open(suite_a), upto_round=upto_round),
+                   suite_report(Suite.open(suite_b), upto_round=upto_round))
     if md_file is not None:
         md_file.parent.mkdir(parents=True, exist_ok=True)
         md_file.write_text(markdown(data), encoding="utf-8")

@@ -179,6 +179,16 @@ def test_six_task_suite_asks_and_evaluates_each_step_once(tmp_path: Path, kb: Pa
     both = json_of(cmp)
     assert both["wins"] == {"a": 0, "b": 0, "tie": 6} and both["geomean"]["a"] == both["geomean"]["b"]
     assert "| L1/1_" in (tmp_path / "cmp.md").read_text()
+    # as it stood after round 0: only the seeds count, and nothing is verified yet (verification ends a run)
+    early = ks("bench", "report", str(tmp_path / "suite"), "--json", "--upto-round", "0")
+    first = {t["task"]: t for t in json_of(early)["tasks"]}
+    for t in first.values():
+        assert t["best_round"] in (0, None) and not t["verified"] and set(t["by_round"]) <= {"0", 0}
+    full = {t["task"]: t for t in json_of(ks("bench", "report", str(tmp_path / "suite"), "--json"))["tasks"]}
+    assert any(full[name]["best_round"] for name in full)  # the rounds after the seed did pay somewhere
+    for name, t in first.items():
+        seeds = full[name]["by_round"].get("0") or full[name]["by_round"].get(0)
+        assert t["speedup"] == (None if seeds is None else round(seeds, 6))
 
 
 def test_kill_9_mid_suite_then_the_same_command_resumes(tmp_path: Path, kb: Path) -> None:

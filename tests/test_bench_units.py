@@ -169,6 +169,8 @@ def test_compare_puts_two_arms_side_by_side() -> None:
     text = markdown(c)
     assert "| L1/d | yes | 1.500x | 1.200x | 1 | not run |" in text
     assert "A better on 1 task(s), B better on 1, tie on 1" in text
+    # spend is summed over the tasks both arms ran (L1/d is A's alone)
+    assert c["llm_calls"] == {"a": 21, "b": 21} and c["gpu_s"] == {"a": 3.0, "b": 3.0}
 
 
 def test_cli_takes_level_tied_ids_alone_but_not_untied_ids_without_a_level(tmp_path: Path) -> None:

@@ -62,12 +62,19 @@ def compare(a: dict[str, Any], b: dict[str, Any], *, tie: float = TIE) -> dict[s
             "tie": tie, "tasks": tasks, "wins": wins, "common_correct": len(both),
             "geomean": {"a": mean("a", "speedup"), "b": mean("b", "speedup")},
             "geomean_compile": {"a": mean("a", "speedup_compile"), "b": mean("b", "speedup_compile")},
-            "llm_calls": {s: sum(t[s]["llm_calls"] or 0 for t in tasks) for s in ("a", "b")},
-            "tokens": {s: sum(t[s]["tokens"] or 0 for t in tasks) for s in ("a", "b")}}
+            "upto_round": a.get("upto_round"),
+            # spend over the tasks both suites ran (an arm's other tasks are not part of the comparison)
+            "llm_calls": {s: sum(t[s]["llm_calls"] or 0 for t in tasks if t["in_both"]) for s in ("a", "b")},
+            "gpu_s": {s: round(sum(t[s]["gpu_s"] or 0 for t in tasks if t["in_both"]), 1) for s in ("a", "b")},
+            "tokens": {s: sum(t[s]["tokens"] or 0 for t in tasks if t["in_both"]) for s in ("a", "b")}}
 
 
 def _x(value: Any) -> str:
     return "-" if value is None else f"{value:.3f}x"
+
+
+def _s(value: float | None) -> str:
+    return "-" if value is None else f"{value:.0f}"
 
 
 def _ratio(value: float | None) -> str:
@@ -78,14 +85,17 @@ def markdown(c: dict[str, Any]) -> str:
     a, b = c["a"]["suite"], c["b"]["suite"]
     labels = c["a"]["labels"]
     lines = [f"# {a} against {b}", ""]
+    if c.get("upto_round") is not None:
+        lines += [f"As both stood after round {c['upto_round']} (events of later rounds, and the final "
+                  "re-verification, left out).", ""]
     if labels:
         lines += ["; ".join(f"{k} {v}" for k, v in labels.items()), ""]
     lines += [
         f"Best correct speedup per task (A = `{a}`, B = `{b}`); a task is a tie when the two differ by "
         f"{c['tie']:.0%} or less.", "",
         "| task | A correct | A vs eager | A vs compile | A round | B correct | B vs eager | B vs compile | B round "
-        "| A/B | winner | A calls | B calls |",
-        "|---|---|---:|---:|---:|---|---:|---:|---:|---:|---|---:|---:|",
+        "| A/B | winner | A calls | B calls | A GPU s | B GPU s |",
+        "|---|---|---:|---:|---:|---|---:|---:|---:|---:|---|---:|---:|---:|---:|",
     ]
     def ok(side: dict[str, Any]) -> str:
         return "not run" if side["correct"] is None else "yes" if side["correct"] else "no"
@@ -97,12 +107,14 @@ def markdown(c: dict[str, Any]) -> str:
             f"| {'-' if ta['best_round'] is None else ta['best_round']} | {ok(tb)} "
             f"| {_x(tb['speedup'])} | {_x(tb['speedup_compile'])} | {'-' if tb['best_round'] is None else tb['best_round']} "
             f"| {_ratio(t['ratio'])} | {t['winner'] or '-'} "
-            f"| {ta['llm_calls'] or 0} | {tb['llm_calls'] or 0} |")
+            f"| {ta['llm_calls'] or 0} | {tb['llm_calls'] or 0} | {_s(ta['gpu_s'])} | {_s(tb['gpu_s'])} |")
     w = c["wins"]
     lines += ["", f"A better on {w['a']} task(s), B better on {w['b']}, tie on {w['tie']}. Over the "
               f"{c['common_correct']} task(s) both got correct: geomean vs eager A {_x(c['geomean']['a'])}, "
               f"B {_x(c['geomean']['b'])}; vs torch.compile A {_x(c['geomean_compile']['a'])}, "
-              f"B {_x(c['geomean_compile']['b'])}. LLM calls A {c['llm_calls']['a']}, B {c['llm_calls']['b']}; "
+              f"B {_x(c['geomean_compile']['b'])}. Over the tasks both ran: LLM calls A {c['llm_calls']['a']}, "
+              f"B {c['llm_calls']['b']}; "
+              f"GPU seconds (the harness's workers) A {c['gpu_s']['a']:.0f}, B {c['gpu_s']['b']:.0f}; "
               f"tokens A {c['tokens']['a']}, B {c['tokens']['b']} (answers through the exchange count no tokens).",
               ""]
     return "\n".join(lines)

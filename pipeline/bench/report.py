@@ -36,8 +36,10 @@ def _speedup_vs_compile(result: dict[str, Any]) -> float | None:
     return None
 
 
-def task_row(entry: dict[str, Any], run: Run | None) -> dict[str, Any]:
-    """One task's line of the report, from its manifest entry and its run's events."""
+def task_row(entry: dict[str, Any], run: Run | None, *, upto_round: int | None = None) -> dict[str, Any]:
+    """One task's line of the report, from its manifest entry and its run's events; with ``upto_round``, from
+    the events of rounds up to it only (two arms compared after the same number of rounds: a
+    re-verification belongs to the last round, so such a line is unverified unless that is the last)."""
     row: dict[str, Any] = {"task": entry["name"], "level": entry.get("level"), "run": entry.get("run_id"),
                            "correct": False, "speedup": None, "speedup_compile": None, "best_round": None,
                            "best_candidate": None, "failure": None, "status": "failed", "error": entry.get("error"),
@@ -55,6 +57,9 @@ def task_row(entry: dict[str, Any], run: Run | None) -> dict[str, Any]:
     row["baseline"] = harness.get("baseline", "eager")
     events = run.log.events
     types = [e["type"] for e in events]
+    if upto_round is not None:
+        events = [e for e in events if int(e.get("round") or 0) <= upto_round]
+        row["upto_round"] = upto_round
     done = "run_finished" in types or any(e.get("step") == "solution.eval" for e in events)  # bench eval: one step
     row["status"] = ("finished" if done else "paused" if types and types[-1] == "run_paused"
                      else "failed" if types and types[-1] == "run_error" else "incomplete")
@@ -67,7 +72,8 @@ def task_row(entry: dict[str, Any], run: Run | None) -> dict[str, Any]:
     row.update(llm_calls=len(llm), answer_chars=sum(len(str(d.get("text") or "")) for d in llm),
                prompt_chars=sum(len(str(m.get("content", ""))) for d in llm for m in d.get("messages") or []
                                 if isinstance(m, dict)))
-    row["rounds"] = round_rows(run)  # a search's rounds (candidates, correct, best, methods that paid)
+    row["rounds"] = [r for r in round_rows(run)  # a search's rounds (candidates, correct, best, methods that paid)
+                     if upto_round is None or int(r.get("round") or 0) <= upto_round]
     worker = [((e["data"].get("result") or {}).get("details") or {}).get("worker_seconds")
               for e in events if e["type"] in ("eval", "profile")]
     worker = [w for w in worker if isinstance(w, int | float)]
@@ -200,15 +206,17 @@ def _labels(rows: list[dict[str, Any]], options: dict[str, Any]) -> dict[str, st
             "dtype": seen("dtype", "unknown"), "tolerance": "; ".join(tolerances), "gpu": seen("gpu", "unknown")}
 
 
-def suite_report(suite: Suite) -> dict[str, Any]:
+def suite_report(suite: Suite, *, upto_round: int | None = None) -> dict[str, Any]:
+    """The report of ``suite``; with ``upto_round``, as it stood after that round (see :func:`task_row`)."""
     manifest = suite.manifest
-    rows = [task_row(entry, run) for entry, run in suite.runs()]
+    rows = [task_row(entry, run, upto_round=upto_round) for entry, run in suite.runs()]
     levels = sorted({r["level"] for r in rows if r["level"] is not None})
     return {"suite": suite.path.name, "kind": manifest.get("kind"), "created": manifest.get("created"),
             "options": manifest.get("options", {}), "labels": _labels(rows, manifest.get("options", {})),
             "overall": summarize(rows), "levels": {str(lv): summarize([r for r in rows if r["level"] == lv])
                                                    for lv in levels},
-            "tasks": rows, "p_values": list(P_VALUES), "search_rounds": search_rounds(rows)}
+            "tasks": rows, "p_values": list(P_VALUES), "search_rounds": search_rounds(rows),
+            "upto_round": upto_round}
 
 
 # markdown -------------------------------------------------------------------------------------------
