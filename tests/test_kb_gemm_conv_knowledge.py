@@ -90,6 +90,40 @@ def test_compensated_examples_split_and_pass_the_candidate_patterns() -> None:
         assert not hits, (mid, hits)
 
 
+
+def test_library_split_method_is_complete_and_vetoed_like_cublas_and_the_compensated_gemm() -> None:
+    """ec_tf32_library_gemm carries cuBLAS's ``library`` tag (removed under ``strict``) and the compensated GEMM's
+    ``tensor_core`` tag (removed where there is no matmul), and no ``precision`` tag: it keeps fp32 accuracy."""
+    test_method_is_complete("ec_tf32_library_gemm")  # the same completeness bar as the five before it
+    tags = set(load_method("ec_tf32_library_gemm").tags)
+    assert set(load_method("cublas_gemm").tags) - {"gemm"} <= tags
+    assert set(load_method("ec_tf32_gemm").tags) <= tags
+    assert "precision" not in tags
+
+
+def test_library_split_example_stacks_along_k_and_passes_the_candidate_patterns() -> None:
+    folder = SKILLS / "examples" / "ec_tf32_library_gemm"
+    assert {"Model", "get_inputs", "get_init_inputs"} <= top_names(folder / "task.py")
+    vetoes = yaml.safe_load((SKILLS / "vetoes.yaml").read_text())["vetoes"]
+    patterns = [p for v in vetoes if "candidate" in v.get("scope", []) for p in v.get("patterns", [])]
+    for variant in ("before", "after"):
+        path = folder / f"{variant}.py"
+        assert "ModelNew" in top_names(path)
+        assert init_params(path, "ModelNew") == init_params(folder / "task.py", "Model")
+        kwargs = load_inline_kwargs(path)
+        assert ast.literal_eval(kwargs["name"]) == f"kb_ec_tf32_library_gemm_{variant}"
+        assert ast.literal_eval(kwargs["extra_cuda_cflags"])[:2] == ["-O3", "-gencode=arch=compute_90,code=sm_90"]
+    after = (folder / "after.py").read_text()
+    cuda = module_strings(folder / "after.py")["CUDA_SRC"]
+    assert cuda.count("cublasGemmEx(") == 1 and "CUBLAS_COMPUTE_32F_FAST_TF32" in cuda  # ONE library GEMM
+    assert "at::cuda::getCurrentCUDABlasHandle()" in cuda and "at::cuda::getCurrentCUDAStream()" in cuda
+    assert "0xffffe000u" in cuda and "+ 0x1000u" in cuda  # hi, lo rounded to TF32 by integer arithmetic
+    assert "(int)k3" in cuda  # K' = 3K
+    assert ast.literal_eval(load_inline_kwargs(folder / "after.py")["extra_ldflags"]) == ["-lcublas"]
+    hits = [p for p in patterns if re.search(p, after)]
+    assert not hits, hits  # no plain-TF32 switch, no output cache, no torch op doing the GEMM
+
+
 # ------------------------------------------------------------------------------------ protocol coverage
 
 

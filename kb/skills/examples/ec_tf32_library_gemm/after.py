@@ -2,8 +2,10 @@
 the GEMM part), but on the TF32 tensor cores at fp32 accuracy. Each operand is split once into TF32-exact parts,
 v = hi + lo with hi = tf32(v) and lo = tf32(v - hi), and laid out along K so that ONE cublasGemmEx with
 CUBLAS_COMPUTE_32F_FAST_TF32 over K' = 3K sums x_lo W_hi + x_hi W_lo + x_hi W_hi (the small products first) in
-fp32: x becomes [x_lo | x_hi | x_hi] (M x 3K) every call, W becomes [W_hi | W_lo | W_hi] (N x 3K) once per weight
-version. The bias + ReLU kernel is the before's. Global TF32 switches stay off: only this call uses TF32."""
+fp32: x becomes [x_lo | x_hi | x_hi] (M x 3K), W becomes [W_hi | W_lo | W_hi] (N x 3K). The weight is split on every
+call here (about 0.15 ms of streaming next to a 2-3 ms GEMM); caching its split per weight version saves that, see the
+method's pitfalls for how and for the reviewer's output-caching patterns. The bias + ReLU kernel is the before's.
+Global TF32 switches stay off: only this call uses TF32."""
 
 import torch
 import torch.nn as nn
@@ -162,21 +164,10 @@ class ModelNew(nn.Module):
     def __init__(self, in_features: int, out_features: int) -> None:
         super().__init__()
         self.linear = nn.Linear(in_features, out_features)
-        self._w_key: tuple | None = None
-        self._w_stacked: torch.Tensor | None = None
-
-    def _stacked_weight(self) -> torch.Tensor:
-        # The weight changes only when it is trained or reloaded: an in-place update bumps its version, a new
-        # tensor changes its pointer. The stacked split is a transform of the parameter, never of an input or output.
-        w = self.linear.weight
-        key = (w.data_ptr(), w._version, tuple(w.shape), w.device)
-        if self._w_key != key:
-            self._w_stacked = _ext.split_stack_k(w.detach(), 1)
-            self._w_key = key
-        return self._w_stacked
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        xs = _ext.split_stack_k(x.reshape(-1, x.shape[-1]), 0)   # [x_lo | x_hi | x_hi], every call
-        y = _ext.gemm_tf32_nt(xs, self._stacked_weight())          # one cuBLAS TF32 GEMM, K' = 3K
+        xs = _ext.split_stack_k(x.reshape(-1, x.shape[-1]), 0)            # [x_lo | x_hi | x_hi]
+        ws = _ext.split_stack_k(self.linear.weight, 1)                     # [W_hi | W_lo | W_hi]
+        y = _ext.gemm_tf32_nt(xs, ws)                                      # one cuBLAS TF32 GEMM, K' = 3K
         y = _ext.bias_relu_(y, self.linear.bias)
         return y.reshape(*x.shape[:-1], y.shape[-1])
