@@ -21,18 +21,18 @@ Importing this module does not import numpy.
 
 from __future__ import annotations
 
-import contextlib
 import json
 import logging
 import mmap
 import os
 import struct
 import sys
-import uuid
 from collections.abc import Sequence
 from operator import mul
 from pathlib import Path
 from typing import Any
+
+from kernelskill.kb.version_files import writing
 
 log = logging.getLogger(__name__)
 
@@ -65,21 +65,11 @@ def write_mirror(kb_dir: Path, content_hash: str, model_key: str, ids: Sequence[
     folder = Path(kb_dir) / MIRROR_DIR
     folder.mkdir(parents=True, exist_ok=True)
     final = mirror_path(kb_dir, content_hash)
-    tmp = folder / f".{final.name}.{uuid.uuid4().hex}.tmp"
-    try:
-        with tmp.open("wb") as fh:
-            fh.write(MAGIC + struct.pack("<Q", len(header)) + header + b"\0" * pad)
-            fh.write(matrix.tobytes())
-            fh.flush()
-            os.fsync(fh.fileno())
-        os.replace(tmp, final)
-    except BaseException:
-        tmp.unlink(missing_ok=True)
-        raise
-    for old in folder.iterdir():
-        if old != final and not old.name.startswith("."):
-            with contextlib.suppress(OSError):
-                old.unlink()
+    with writing(final) as tmp, tmp.open("wb") as fh:
+        fh.write(MAGIC + struct.pack("<Q", len(header)) + header + b"\0" * pad)
+        fh.write(matrix.tobytes())
+        fh.flush()
+        os.fsync(fh.fileno())
     return final
 
 

@@ -25,13 +25,13 @@ import logging
 import os
 import sqlite3
 import threading
-import uuid
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from kernelskill.kb.schema import Bottleneck, Case, Field, Method, Predicate, Tier, Veto
+from kernelskill.kb.version_files import writing
 
 log = logging.getLogger(__name__)
 
@@ -78,8 +78,7 @@ def write_read_copy(kb_dir: Path, content_hash: str, con: Any, counts: dict[str,
     folder = Path(kb_dir) / COPY_DIR
     folder.mkdir(parents=True, exist_ok=True)
     final = copy_path(kb_dir, content_hash)
-    tmp = folder / f".{final.name}.{uuid.uuid4().hex}.tmp"
-    try:
+    with writing(final) as tmp:
         with contextlib.closing(sqlite3.connect(str(tmp))) as db:
             for sql in _SCHEMA:
                 db.execute(sql)
@@ -102,14 +101,6 @@ def write_read_copy(kb_dir: Path, content_hash: str, con: Any, counts: dict[str,
             db.commit()
         with tmp.open("rb") as fh:
             os.fsync(fh.fileno())
-        os.replace(tmp, final)
-    except BaseException:
-        tmp.unlink(missing_ok=True)
-        raise
-    for old in folder.iterdir():
-        if old != final and not old.name.startswith("."):
-            with contextlib.suppress(OSError):
-                old.unlink()
     return final
 
 
