@@ -241,15 +241,20 @@ def test_sigterm_mid_batch_keeps_what_was_measured_and_still_exports(tmp_path: P
         assert {s.run.id for s in pending} == {p.name for p in paths} - {p.name for p in measured}
 
 
-def test_verify_ahead_skips_what_the_loop_turned_down(tmp_path: Path) -> None:
-    """The last round measured correct: re-verify the fastest candidate the loop has not rejected (a faster
-    seed that the reviewer turned down is not the one the loop will rank first)."""
+def _one_run(tmp_path: Path, **options: Any) -> Any:
+    """One paused run whose manifest has just these loop options (rounds, verify seed)."""
     [run] = paused_runs(tmp_path, 1)
     manifest = run.path / "run.json"
     data = json.loads(manifest.read_text())
-    data["options"] = {"rounds": 1, "verify_seed": 7}
+    data["options"] = options
     manifest.write_text(json.dumps(data))
-    run = RunStore(run.path.parent).open(run.id)
+    return RunStore(run.path.parent).open(run.id)
+
+
+def test_verify_ahead_skips_what_the_loop_turned_down(tmp_path: Path) -> None:
+    """The last round measured correct: re-verify the fastest candidate the loop has not rejected (a faster
+    seed that the reviewer turned down is not the one the loop will rank first)."""
+    run = _one_run(tmp_path, rounds=1, verify_seed=7)
 
     def evaluated(step: str, candidate: str, speedup: float) -> None:
         run.log.append("gpu", "eval", {"candidate": candidate, "result": {"correct": True, "speedup": speedup}},
@@ -266,12 +271,7 @@ def test_verify_ahead_skips_what_the_loop_turned_down(tmp_path: Path) -> None:
 def test_verify_ahead_also_verifies_the_runner_up_of_an_unreviewed_last_candidate(tmp_path: Path) -> None:
     """The last round's candidate is the fastest but not reviewed yet: should the review turn it down, the
     loop verifies the best accepted one instead, so both are verified on the same trip."""
-    [run] = paused_runs(tmp_path, 1)
-    manifest = run.path / "run.json"
-    data = json.loads(manifest.read_text())
-    data["options"] = {"rounds": 2, "verify_seed": 7}
-    manifest.write_text(json.dumps(data))
-    run = RunStore(run.path.parent).open(run.id)
+    run = _one_run(tmp_path, rounds=2, verify_seed=7)
     for step, candidate, speedup, accepted in (("r00.eval", "candidates/r00.generate.py", 1.0, True),
                                                ("r01.eval", "candidates/r01.optimize.py", 1.4, True),
                                                ("r02.eval", "candidates/r02.optimize.py", 1.9, None)):
