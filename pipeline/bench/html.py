@@ -152,14 +152,15 @@ def _tables(report: dict[str, Any]) -> str:
 
 
 def _task_table(report: dict[str, Any]) -> str:
-    columns = ["task", "status", "correct", "vs eager", "vs torch.compile", "best round", "failure", "tokens", "cost"]
+    columns = ["task", "status", "correct", "vs eager", "vs torch.compile", "best round", "final pick vs eager",
+               "failure", "tokens", "cost"]
     rows, classes = [], []
     for t in report["tasks"]:
         failure = t.get("failure") or ""
         if t.get("error"):
             failure += ": " + " ".join(str(t["error"]).split())[:200]
         rows.append([t["task"], t["status"], t["correct"], t["speedup"], t["speedup_compile"], t["best_round"],
-                     failure or None, t["tokens"], t["cost_usd"]])
+                     t.get("final_speedup"), failure or None, t["tokens"], t["cost_usd"]])
         classes.append("" if t["correct"] else "failed")
     return table_html(columns, rows, table_id="tasks", row_classes=classes)
 
@@ -172,7 +173,9 @@ def page(report: dict[str, Any]) -> str:
     lab = report["labels"]
     o = report["overall"]
     failures = ", ".join(f"{k} {v}" for k, v in o["failures"].items()) or "none"
-    subtitle = (f"{o['tasks']} tasks, {o['correct']} correct; failure classes: {failures}; tokens {o['tokens']}, "
+    final = (f"; the runs' own re-verified final picks: geomean {o['final_geomean_speedup']:.3f}x against eager "
+             f"over {o['final_picks']} tasks" if o.get("final_picks") and o.get("final_geomean_speedup") else "")
+    subtitle = (f"{o['tasks']} tasks, {o['correct']} correct{final}; failure classes: {failures}; tokens {o['tokens']}, "
                 f"cost ${o['cost_usd']:.4f}. Protocol {lab['protocol']}; baseline {lab['baseline']}; dtype "
                 f"{lab['dtype']}; tolerance {lab['tolerance']}; GPU {lab['gpu']}.")
     figures = "".join([
