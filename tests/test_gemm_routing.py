@@ -215,3 +215,23 @@ def test_compute_bound_custom_fp32_gemm_takes_the_library_split_only_where_libra
     assert strict.case.id == "gc_cf_gemm_strict"
     assert {f.id: f.veto for f in strict.forbidden}["ec_tf32_library_gemm"] == "no_library_when_forbidden"
     assert strict.first_methods(2) == ["ec_tf32_gemm", "warp_tiling_fp32_gemm"]
+
+
+@pytest.mark.parametrize(("kernel", "task", "static_case", "strict_case"), [
+    (FAMILIES / "gemm_groupnorm_hardtanh_tiled_kernel.py", FAMILIES / "gemm_groupnorm_hardtanh_task.py",
+     "gc_fs_tiled_gemm_library_fp32", "gc_fs_tiled_gemm"),
+    (FAMILIES / "gemm_groupnorm_hardtanh_kernel.py", FAMILIES / "gemm_groupnorm_hardtanh_task.py",
+     "fs_naive_gemm_library_fp32", "fs4_naive_gemm"),
+    (ROOT / "examples" / "kernels" / "naive_gemm.py", None, "fs_naive_gemm_library_fp32", "fs1_naive_gemm"),
+])
+def test_without_a_profile_an_fp32_gemm_also_gets_the_library_split(kernel: Path, task: Path | None,
+                                                                     static_case: str, strict_case: str) -> None:
+    """Static-only queries (no profile yet: a first kernel, an editor hook, the MCP tool) of a naive or tiled
+    fp32 GEMM: under ``kernelbench`` the compensated split through the library is permitted from a case that
+    names it first; under ``strict`` the static answer is the one it was before and the method is vetoed."""
+    kb = run(kernel, task=task, profile=None, protocol="kernelbench")
+    assert kb.static_only and kb.case.id == static_case
+    assert "ec_tf32_library_gemm" in kb.first_methods(2), [m.id for m in kb.permitted]
+    strict = run(kernel, task=task, profile=None, protocol="strict")
+    assert strict.case.id == strict_case
+    assert "ec_tf32_library_gemm" not in {m.id for m in strict.permitted}
