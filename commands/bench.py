@@ -327,14 +327,19 @@ def eval_cmd(ctx, solutions: Path, kernelbench: Path, levels: tuple[int, ...], s
 
 
 # report ---------------------------------------------------------------------------------------------------------
+#: report and compare alike: a suite as it stood after round N
+upto_round_option = click.option(
+    "--upto-round", "upto_round", type=click.IntRange(0, None), default=None, metavar="N",
+    help="As it stood after round N: only the events of rounds 0..N count (arms compared after the same "
+         "number of rounds).")
+
+
 @bench.command("report")
 @click.argument("suite_dir", type=click.Path(path_type=Path))
 @click.option("--html", "html_file", type=click.Path(path_type=Path), default=None,
               help="Also write the self-contained HTML page (inline SVG plots) here.")
 @click.option("--md", "md_file", type=click.Path(path_type=Path), default=None, help="Also write the markdown.")
-@click.option("--upto-round", "upto_round", type=click.IntRange(0, None), default=None, metavar="N",
-              help="As it stood after round N: only the events of rounds 0..N count (arms compared after the "
-                   "same number of rounds).")
+@upto_round_option
 @common_options
 def report_cmd(ctx, suite_dir: Path, html_file: Path | None, md_file: Path | None, upto_round: int | None) -> None:
     """Per level and overall: correctness, failure classes, fast_p vs eager and torch.compile, geomean."""
@@ -358,9 +363,7 @@ def report_cmd(ctx, suite_dir: Path, html_file: Path | None, md_file: Path | Non
 @click.argument("suite_a", type=click.Path(path_type=Path))
 @click.argument("suite_b", type=click.Path(path_type=Path))
 @click.option("--md", "md_file", type=click.Path(path_type=Path), default=None, help="Also write the markdown.")
-@click.option("--upto-round", "upto_round", type=click.IntRange(0, None), default=None, metavar="N",
-              help="As it stood after round N: only the events of rounds 0..N count (arms compared after the "
-                   "same number of rounds).")
+@upto_round_option
 @common_options
 def compare_cmd(ctx, suite_a: Path, suite_b: Path, md_file: Path | None, upto_round: int | None) -> None:
     """Two suites side by side per task (an ablation arm, or a search against a single path): correct, best

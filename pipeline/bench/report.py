@@ -86,9 +86,16 @@ def task_row(entry: dict[str, Any], run: Run | None, *, upto_round: int | None =
     worker = [w for w in worker if isinstance(w, int | float)]
     row["gpu_s"] = round(sum(worker), 3) if worker else None  # seconds the harness's workers ran
     evals = [e for e in events if e["type"] == "eval"]
-    failed_verify = {e["data"].get("candidate") for e in evals
-                     if (e["step"] or "").startswith("verify.") and not (e["data"].get("result") or {}).get("correct")}
-    plain = [e for e in evals if not (e["step"] or "").startswith("verify.")]
+    plain: list[dict[str, Any]] = []
+    passed: list[dict[str, Any]] = []  # re-verifications on a fresh seed that held
+    failed_verify: set[Any] = set()  # candidates a re-verification turned down
+    for e in evals:
+        if not (e["step"] or "").startswith("verify."):
+            plain.append(e)
+        elif (e["data"].get("result") or {}).get("correct"):
+            passed.append(e)
+        else:
+            failed_verify.add(e["data"].get("candidate"))
     row["evals"] = len(plain)
     best: dict[str, Any] | None = None
     for e in plain:
@@ -105,9 +112,8 @@ def task_row(entry: dict[str, Any], run: Run | None, *, upto_round: int | None =
         if best is None or speed > best["speedup"]:
             best = {"speedup": float(speed), "round": r, "candidate": e["data"].get("candidate"),
                     "compile": _speedup_vs_compile(result)}
-    verified = {e["data"].get("candidate") for e in evals
-                if (e["step"] or "").startswith("verify.") and (e["data"].get("result") or {}).get("correct")}
-    _final_pick(row, events, evals)
+    verified = {e["data"].get("candidate") for e in passed}
+    _final_pick(row, events, passed)
     if best is not None:
         row.update(correct=True, speedup=round(best["speedup"], 6), best_round=best["round"],
                    best_candidate=best["candidate"], verified=best["candidate"] in verified,
@@ -118,16 +124,16 @@ def task_row(entry: dict[str, Any], run: Run | None, *, upto_round: int | None =
     return row
 
 
-def _final_pick(row: dict[str, Any], events: list[dict[str, Any]], evals: list[dict[str, Any]]) -> None:
-    """The loop's own final pick (``run_finished``) with the speedups of its re-verification, when it has one."""
+def _final_pick(row: dict[str, Any], events: list[dict[str, Any]], passed: list[dict[str, Any]]) -> None:
+    """The loop's own final pick (``run_finished``) with the speedups of its re-verification (one of the
+    ``passed`` re-verification events), when it has one."""
     finished = [e for e in events if e["type"] == "run_finished"]
     best = ((finished[-1].get("data") or {}).get("best") or {}) if finished else {}
     candidate = best.get("candidate")
     if not candidate:
         return
     row["final_candidate"] = candidate
-    checks = [e for e in evals if (e["step"] or "").startswith("verify.") and e["data"].get("candidate") == candidate
-              and (e["data"].get("result") or {}).get("correct")]
+    checks = [e for e in passed if e["data"].get("candidate") == candidate]
     if checks:
         result = checks[-1]["data"].get("result") or {}
         speed = result.get("speedup")
