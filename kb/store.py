@@ -617,7 +617,7 @@ class KBStore:
         return (self.counts().get("docs", 0) <= self.exact_search_limit()
                 and DocVectors.load(self.kb_dir, content_hash, self.embedder.model_key) is None)
 
-    def _write_doc_vectors(self, content_hash: str) -> None:
+    def _write_query_files(self, content_hash: str) -> None:
         """Write the current version's read copy (``read_copy``), then mirror its doc vectors for exact
         search (all cached by the embedder after an ingest, so nothing is encoded again). A failure only
         costs speed: queries read DuckDB, searches fall back to Chroma."""
@@ -659,7 +659,7 @@ class KBStore:
             if old_hash == new_hash and chroma_meta.get("content_hash") == new_hash and same_model:
                 log.info("ingest: content unchanged (%s)", new_hash[:12])
                 if self._query_files_missing(new_hash):
-                    self._write_doc_vectors(new_hash)  # a KB built before the mirror or the read copy existed
+                    self._write_query_files(new_hash)  # a KB built before the mirror or the read copy existed
                 return IngestReport(changed=False, content_hash=new_hash, previous_hash=old_hash,
                                     counts=skills.counts(), seconds=time.perf_counter() - t0)
             encoded_before = self.embedder.encoded
@@ -668,7 +668,7 @@ class KBStore:
                 self.embedder.encode_array([doc_embed_text(d) for d in skills.docs])
                 self._write_duckdb(skills, new_hash)
             upserted, deleted = self._sync_chroma(new_hash)
-            self._write_doc_vectors(new_hash)
+            self._write_query_files(new_hash)
         return IngestReport(changed=True, content_hash=new_hash, previous_hash=old_hash, counts=skills.counts(),
                             upserted=upserted, deleted=deleted, encoded=self.embedder.encoded - encoded_before,
                             seconds=time.perf_counter() - t0)
@@ -813,11 +813,11 @@ class KBStore:
             with self._write_lock():
                 self._sync_chroma(duck_hash or "")
                 if duck_hash:
-                    self._write_doc_vectors(duck_hash)
+                    self._write_query_files(duck_hash)
             report.repaired = True
         elif repair and duck_hash and self._query_files_missing(duck_hash):
             with self._write_lock():  # Chroma is fine; only the mirror or the read copy is missing
-                self._write_doc_vectors(duck_hash)
+                self._write_query_files(duck_hash)
         return report
 
     def drifted(self) -> bool:
