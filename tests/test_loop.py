@@ -17,7 +17,18 @@ from kernelskill.pipeline.loop import Loop, LoopOptions
 from kernelskill.pipeline.loop.llm import LLMClient
 from kernelskill.pipeline.runs import RunStore, sql
 from tests.openai_test_server import ScriptedOpenAI
-from tests.test_loop_helpers import ADD_CANDIDATE, ADD_TASK, TASK, ScriptedEvaluator, main_script, retriever
+from tests.test_loop_helpers import (
+    ADD_CANDIDATE,
+    ADD_TASK,
+    TASK,
+    ScriptedEvaluator,
+    fenced,
+    kernel,
+    main_script,
+    planner_answer,
+    retriever,
+    review,
+)
 
 FAULTED = {"r02.plan.1": 2, "r02.optimize.1": 2, "r05.optimize.1": 2}
 
@@ -136,6 +147,44 @@ def test_resume_of_a_finished_run_repeats_nothing(tmp_path: Path, task_file: Pat
     assert evaluator.calls == []
     assert second.best == first.best
     assert len(again.run.log.events) == events  # nothing re-recorded
+
+
+class FailsReverificationOf(ScriptedEvaluator):
+    """The stand-in harness, except that the candidate tagged ``tag`` is wrong on the fresh verification seed."""
+
+    def __init__(self, tag: str) -> None:
+        super().__init__()
+        self.tag = tag
+
+    def evaluate(self, task: Path, candidate: Path, *, seed: int | None = None) -> dict:
+        if seed == LoopOptions().verify_seed and f"# {self.tag}" in candidate.read_text():
+            self._record("evaluate", candidate)
+            return {"status": "mismatch", "correct": False, "message": "scripted: wrong on a fresh seed",
+                    "build_log": ""}
+        return super().evaluate(task, candidate, seed=seed)
+
+
+def test_a_run_resumed_with_more_rounds_does_not_build_on_a_candidate_that_failed_reverification(
+        tmp_path: Path, task_file: Path) -> None:
+    script = main_script(timeout_fault=False) | {
+        "r06.plan.1": [planner_answer(0, "one pass, fewer instructions")],
+        "r06.optimize.1": [fenced(kernel("speedup=2.10", "more"))],
+        "r06.review.1": [review(True)],
+    }
+    with ScriptedOpenAI(script) as server:
+        store = RunStore(tmp_path / "runs")
+        client = LLMClient.from_settings(llm_settings(server.base_url))
+        run = store.create(task_file, {"model": "test-model", "options": LoopOptions(rounds=5).model_dump()})
+        first = Loop(run, client, FailsReverificationOf("fused"), retriever(), LoopOptions(rounds=5)).execute()
+        # the fastest (r05, 2.40x) failed its re-verification; the run returned r02 (1.90x)
+        assert first.best["candidate"] == "candidates/r02.optimize.py"
+        again = Loop(store.open(run.id), client, FailsReverificationOf("fused"), retriever(), LoopOptions(rounds=6))
+        second = again.execute()
+    plan = again.run.log.find("r06.plan", "plan")
+    assert plan is not None and plan["data"]["parent"] == "candidates/r02.optimize.py"
+    attempt = next(a for a in again.memory.attempts if a.round == 6)
+    assert attempt.parent == "candidates/r02.optimize.py" and attempt.accepted
+    assert second.best["candidate"] == "candidates/r06.optimize.py"
 
 
 def test_stop_before_gpu_and_llm(tmp_path: Path, task_file: Path) -> None:

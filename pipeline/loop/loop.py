@@ -31,7 +31,7 @@ from kernelskill.pipeline.loop.adapters import LoopEvaluator, Retriever, eval_vi
 from kernelskill.pipeline.loop.agents import Agents, PlanDecision
 from kernelskill.pipeline.loop.llm import LLMClient
 from kernelskill.pipeline.loop.memory import HARNESS_FAILURE, Attempt, Memory, Repair, diff_summary
-from kernelskill.pipeline.loop.search import Candidate, Search, search_enabled
+from kernelskill.pipeline.loop.search import Candidate, Search, failed_reverification, search_enabled
 from kernelskill.pipeline.runs import SIDE, Paused, Run, gpu_request, markdown_report, run_gpu_step
 from kernelskill.pipeline.runs.report import spend
 
@@ -343,7 +343,7 @@ class Loop:
                           correct=result["correct"], speedup=result["speedup"], accepted=decision.accept,
                           review=decision.reason)
         self.memory.add_attempt(attempt)
-        if decision.accept:
+        if decision.accept and not failed_reverification(self.run, cand.step):
             self.parent = self._choose_parent(cand)
         self._note("attempt", f"r{r:02d}", {**attempt.model_dump(), "review_by": decision.by,
                                              "asks": answer.asks, "parent_after": self.parent.path if self.parent else None})
@@ -355,7 +355,7 @@ class Loop:
     def _choose_parent(self, accepted: Candidate) -> Candidate:
         if self.options.parent_rule == "latest_improving" or self.parent is None:
             return accepted
-        pool = [c for c in self.candidates.values() if c.accepted]
+        pool = [c for c in self.candidates.values() if c.accepted and not failed_reverification(self.run, c.step)]
         return max(pool, key=lambda c: (c.result.get("speedup") or 0.0, c.round))
 
     # the end -----------------------------------------------------------------------------------------

@@ -55,6 +55,17 @@ class Candidate(BaseModel):
     accepted: bool = False
 
 
+def failed_reverification(run: Any, step: str) -> bool:
+    """True when the run's log holds a re-verification of ``step`` that the candidate itself failed (a harness
+    limit does not count). Such a record exists only when a finished run was resumed with more rounds: its
+    result did not hold on a fresh seed, so it is no parent and no frontier member."""
+    event = run.log.find(f"verify.{step}", "eval")
+    if event is None:
+        return False
+    result = eval_view((event.get("data") or {}).get("result") or {})
+    return not result["correct"] and not result["harness_failure"]
+
+
 def search_enabled(options: Any) -> bool:
     return options.candidates_per_round > 1 or options.frontier > 1
 
@@ -126,7 +137,8 @@ class Search:
 
     def frontier(self) -> list[Candidate]:
         """The best F correct candidates (fastest first; earlier round, then step, on a tie)."""
-        pool = [c for c in self.loop.candidates.values() if c.result.get("correct")]
+        pool = [c for c in self.loop.candidates.values()
+                if c.result.get("correct") and not failed_reverification(self.loop.run, c.step)]
         pool.sort(key=lambda c: (-(c.result.get("speedup") or 0.0), c.round, c.step))
         return pool[: self.options.frontier]
 
