@@ -285,3 +285,29 @@ def test_verify_ahead_also_verifies_the_runner_up_of_an_unreviewed_last_candidat
     run.log.append("gpu", "eval", {"candidate": "candidates/r02.optimize.py", "result": {"correct": True}},
                    step="verify.r02.optimize")
     assert gpu_side.verify_ahead_requests(run) == []  # reviewed and verified: nothing more ahead
+
+
+def test_profile_ahead_of_a_search_covers_every_new_frontier_member(tmp_path: Path) -> None:
+    """A search plans from each of its F fastest correct candidates: one that ranks second is profiled on
+    the same trip (a single path would profile only a candidate faster than every accepted one)."""
+    run = _one_run(tmp_path, rounds=3, candidates_per_round=4, frontier=2)
+
+    def evaluated(step: str, speedup: float | None) -> dict[str, Any]:
+        cand = f"candidates/{step.replace('eval', 'optimize')}.py"
+        result = {"correct": speedup is not None, "speedup": speedup}
+        return run.log.append("gpu", "eval", {"candidate": cand, "result": result}, step=step)
+
+    for step, speedup in (("r01.eval.k1", 1.5), ("r01.eval.k2", 1.2)):
+        evaluated(step, speedup)
+        run.log.append("loop", "attempt", {"candidate": f"candidates/{step}.py", "accepted": True}, step="r01")
+    ahead = {}
+    for step, speedup in (("r02.eval.k1", 1.3), ("r02.eval.k2", 1.1), ("r02.eval.k3", None), ("r02.eval.k4", 1.6)):
+        event = evaluated(step, speedup)
+        request = {"type": "eval", "step": step, "candidate": event["data"]["candidate"]}
+        ahead[step] = gpu_side.profile_ahead_request(run, request, event)
+    assert ahead["r02.eval.k1"]["step"] == "profile.r02.optimize.k1"  # second of the frontier when recorded
+    assert ahead["r02.eval.k2"] is None and ahead["r02.eval.k3"] is None  # slower than the second; broken
+    assert ahead["r02.eval.k4"]["step"] == "profile.r02.optimize.k4"
+    last = evaluated("r03.eval.k1", 2.0)
+    assert gpu_side.profile_ahead_request(run, {"type": "eval", "step": "r03.eval.k1",
+                                                "candidate": last["data"]["candidate"]}, last) is None

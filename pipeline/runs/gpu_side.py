@@ -194,20 +194,38 @@ def _round_of(step: str) -> int | None:
     return int(match.group(1)) if match else None
 
 
+def _search_frontier(run: Run) -> int:
+    """F of a search run (several candidates per round, or a frontier of several); 0 for a single path."""
+    options = run.manifest.get("options") or {}
+    k, f = options.get("candidates_per_round") or 1, options.get("frontier") or 1
+    return int(f) if isinstance(k, int) and isinstance(f, int) and (k > 1 or f > 1) else 0
+
+
 def profile_ahead_request(run: Run, request: dict[str, Any], event: dict[str, Any]) -> dict[str, Any] | None:
-    """The profile step the loop will ask for next when this evaluated candidate becomes the parent
-    (correct, and faster than every candidate accepted so far), so that one trip to the GPU box serves
-    the evaluation and the profile. None when the loop is unlikely to ask for it."""
+    """The profile step the loop will ask for next when this evaluated candidate becomes a parent, so that
+    one trip to the GPU box serves the evaluation and the profile. A single path plans from a candidate that
+    is correct and faster than every one accepted so far; a search plans from each member of its frontier,
+    the F fastest correct candidates, so a candidate that ranks among them as it is recorded is profiled
+    (one pushed out later by a faster one of the same batch costs a profile the loop does not ask for; one
+    that is missed would cost a trip). None when the loop is unlikely to ask for it."""
     result = (event.get("data") or {}).get("result") or {}
     if request["type"] != "eval" or request["step"].startswith("verify.") or not result.get("correct"):
         return None
     if _round_of(request["step"]) == _last_round(run):
         return None  # no round follows the last one: nothing will plan from this profile
     speed = result.get("speedup")
-    best = max((e["data"].get("speedup") or 0.0 for e in run.log.of_type("attempt") if e["data"].get("accepted")),
-               default=None)
-    if best is not None and not (isinstance(speed, int | float) and speed > best):
-        return None
+    frontier = _search_frontier(run)
+    if frontier:
+        speeds = sorted((((e.get("data") or {}).get("result") or {}).get("speedup") or 0.0
+                         for e in run.log.of_type("eval") if not str(e.get("step", "")).startswith("verify.")
+                         and ((e.get("data") or {}).get("result") or {}).get("correct")), reverse=True)
+        if len(speeds) > frontier and not (isinstance(speed, int | float) and speed >= speeds[frontier - 1]):
+            return None
+    else:
+        best = max((e["data"].get("speedup") or 0.0 for e in run.log.of_type("attempt")
+                    if e["data"].get("accepted")), default=None)
+        if best is not None and not (isinstance(speed, int | float) and speed > best):
+            return None
     profile = gpu_request("profile", f"profile.{Path(request['candidate']).stem}", request["candidate"])
     return None if run.log.find(profile["step"], "profile") is not None else profile
 
