@@ -318,3 +318,31 @@ def test_light_fault_heuristic():
     assert light_may_be_at_fault('cuda.cu(8): error: no operator "+" matches these operands\n'
                                  "  operand types are: at::Tensor + int64_t")
     assert light_may_be_at_fault("ninja: build stopped: subcommand failed.")
+
+
+def test_profile_asks_again_without_a_metric_this_ncu_does_not_know(monkeypatch, tmp_path):
+    """ncu refuses a whole run for one unknown metric name: the profile is taken again without it and says so."""
+    from kernelskill.pipeline.harness import profiling as prof_mod
+    from tests.test_loop_helpers import ADD_CANDIDATE, ADD_TASK
+
+    calls = tmp_path / "calls.txt"
+    fake = tmp_path / "ncu"
+    fake.write_text(f"""#!/bin/sh
+while [ "$1" != "--metrics" ]; do shift; done
+echo "$2" >> {calls}
+case "$2" in *made_up__metric.sum*)
+  echo '==ERROR== Failed to find metric regex:made_up__metric.sum'; exit 1;;
+esac
+echo '"ID","Kernel Name","gpu__time_duration.avg"'
+echo '"","","ns"'
+echo '"0","add_kernel","2048"'
+""")
+    fake.chmod(0o755)
+    monkeypatch.setattr(prof_mod, "find_ncu", lambda: str(fake))
+    (tmp_path / "task.py").write_text(ADD_TASK)
+    (tmp_path / "cand.py").write_text(ADD_CANDIDATE)
+    res = prof_mod.profile(tmp_path / "task.py", tmp_path / "cand.py",
+                           metrics=("gpu__time_duration.avg", "made_up__metric.sum"))
+    assert res.ok and [r["Kernel Name"] for r in res.rows] == ["add_kernel"]
+    assert "does not know made_up__metric.sum" in res.message
+    assert calls.read_text().splitlines() == ["gpu__time_duration.avg,made_up__metric.sum", "gpu__time_duration.avg"]

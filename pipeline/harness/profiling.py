@@ -10,7 +10,9 @@ from __future__ import annotations
 
 import csv
 import io
+import logging
 import os
+import re
 import shutil
 from pathlib import Path
 
@@ -41,7 +43,23 @@ METRICS: tuple[str, ...] = (
     # ncu 2025.3.1): ask for the per-instruction ratio and the per-cycle average instead
     "smsp__thread_inst_executed_pred_on_per_inst_executed.ratio",
     "smsp__warps_eligible.avg.per_cycle_active",
+    # access and divergence: sectors and shared-memory wavefronts against the ideal for the same
+    # instructions (ncu's source counters), L1 sectors per request, branch efficiency
+    "memory_l2_theoretical_sectors_global",
+    "memory_l2_theoretical_sectors_global_ideal",
+    "memory_l1_wavefronts_shared",
+    "memory_l1_wavefronts_shared_ideal",
+    "l1tex__t_sectors_pipe_lsu_mem_global_op_ld.sum",
+    "l1tex__t_requests_pipe_lsu_mem_global_op_ld.sum",
+    "l1tex__t_sectors_pipe_lsu_mem_global_op_st.sum",
+    "l1tex__t_requests_pipe_lsu_mem_global_op_st.sum",
+    "smsp__sass_average_branch_targets_threads_uniform.pct",
 )
+
+#: how ncu names a metric it does not know ("==ERROR== Failed to find metric regex:NAME")
+UNKNOWN_METRIC_RE = re.compile(r"Failed to find metric\s+(?:regex:)?([A-Za-z0-9_.]+)")
+
+log = logging.getLogger(__name__)
 
 PERMISSION_HELP = (
     "ncu has no permission to read the GPU performance counters (ERR_NVGPUCTRPERM). Run as root, or "
@@ -85,16 +103,25 @@ def profile(task: str | Path, candidate: str | Path, config: EvalConfig | None =
     built = build(cpath, cfg)
     if not built.ok:
         return ProfileResult(ok=False, message=f"candidate does not build: {built.message}")
-    prefix = [ncu, "--clock-control", "none", "--print-units", "base", "--csv", "--page", "raw",
-              "--profile-from-start", "off", "--target-processes", "all", "--metrics", ",".join(metrics)]
     env = _build_env(cfg, built.key)
     if cfg.device is not None:
         env["CUDA_VISIBLE_DEVICES"] = str(cfg.device)
-    outcome = run_worker({"mode": "profile", "task": str(tpath.resolve()), "candidate": str(cpath.resolve()),
-                          "kind": kind, "config": cfg.to_dict(), "target": target},
-                         timeout_s=cfg.run_timeout_s + 300, max_rss_gb=cfg.max_rss_gb, env_extra=env,
-                         command_prefix=prefix, full_output=True)
-    text = outcome.extra.get("output", outcome.stderr_tail)
+    wanted, dropped = list(metrics), []
+    for _attempt in range(len(metrics)):
+        prefix = [ncu, "--clock-control", "none", "--print-units", "base", "--csv", "--page", "raw",
+                  "--profile-from-start", "off", "--target-processes", "all", "--metrics", ",".join(wanted)]
+        outcome = run_worker({"mode": "profile", "task": str(tpath.resolve()), "candidate": str(cpath.resolve()),
+                              "kind": kind, "config": cfg.to_dict(), "target": target},
+                             timeout_s=cfg.run_timeout_s + 300, max_rss_gb=cfg.max_rss_gb, env_extra=env,
+                             command_prefix=prefix, full_output=True)
+        text = outcome.extra.get("output", outcome.stderr_tail)
+        # an older or newer ncu may not know a metric: it refuses the whole run, so ask again without it
+        unknown = [m for m in UNKNOWN_METRIC_RE.findall(text) if m in wanted]
+        if not unknown or len(unknown) == len(wanted):
+            break
+        log.warning("ncu does not know %s; profiling without it", ", ".join(unknown))
+        dropped += unknown
+        wanted = [m for m in wanted if m not in unknown]
     if "ERR_NVGPUCTRPERM" in text:
         return ProfileResult(ok=False, message=PERMISSION_HELP, csv=text, command=prefix)
     rows, units = parse_ncu_csv(text)
@@ -105,5 +132,6 @@ def profile(task: str | Path, candidate: str | Path, config: EvalConfig | None =
         why = res.get("message") or f"ncu returned {outcome.returncode}"
         return ProfileResult(ok=False, message=f"no kernel rows in the ncu output ({why})", csv=text[-4000:],
                              command=prefix)
-    return ProfileResult(ok=True, message=f"{len(rows)} kernel launch(es) profiled", csv=text, rows=rows,
+    skipped = f" (this ncu does not know {', '.join(dropped)})" if dropped else ""
+    return ProfileResult(ok=True, message=f"{len(rows)} kernel launch(es) profiled{skipped}", csv=text, rows=rows,
                          units=units, command=prefix)
