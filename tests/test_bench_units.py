@@ -188,3 +188,30 @@ def test_cli_takes_level_tied_ids_alone_but_not_untied_ids_without_a_level(tmp_p
     out = CliRunner().invoke(main, [*base, "--tasks", "L1/2,L2/1", "--suite", str(tmp_path / "ok")])
     assert out.exit_code == 3, out.output  # both runs wait for their seed's answer
     assert sorted(p.name for p in (tmp_path / "ok" / "runs").iterdir()) == ["001-L1_2_Gelu", "002-L2_1_Conv"]
+
+
+def test_a_report_as_it_stood_after_a_round_leaves_out_what_was_measured_after_it(tmp_path: Path) -> None:
+    """A re-verification has no round: after the last round it re-measures that round's candidates, so the
+    line of an earlier round must count neither its GPU seconds nor its verdict."""
+    from kernelskill.pipeline.bench.report import task_row
+    from kernelskill.pipeline.runs.store import RunStore
+
+    task = tmp_path / "t.py"
+    task.write_text(task_source("relu"))
+    run = RunStore(tmp_path / "runs").create(task, {"protocol": "kernelbench"}, run_id="001-t")
+
+    def evaluated(step: str, round_: int | None, speedup: float, worker_s: float) -> None:
+        result = {"status": "ok", "correct": True, "speedup": speedup, "candidate_ms": 1.0 / speedup,
+                  "baseline_ms": 1.0, "details": {"worker_seconds": worker_s}}
+        run.log.append("gpu", "eval", {"candidate": f"candidates/{step}.py", "result": result},
+                       step=step if step.startswith("verify.") else step.replace("optimize", "eval"), round_=round_)
+
+    evaluated("r00.generate", 0, 1.0, 5.0)
+    evaluated("r01.optimize", 1, 1.5, 7.0)
+    evaluated("r02.optimize", 2, 2.0, 11.0)
+    evaluated("verify.r02.optimize", None, 1.9, 13.0)
+    entry = {"name": "t", "run_id": run.id}
+    after_one = task_row(entry, run, upto_round=1)
+    assert after_one["gpu_s"] == 12.0 and after_one["speedup"] == 1.5 and not after_one["verified"]
+    whole = task_row(entry, run)
+    assert whole["gpu_s"] == 36.0 and whole["speedup"] == 2.0

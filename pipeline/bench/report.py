@@ -44,8 +44,10 @@ def _speedup_vs_compile(result: dict[str, Any]) -> float | None:
 
 def task_row(entry: dict[str, Any], run: Run | None, *, upto_round: int | None = None) -> dict[str, Any]:
     """One task's line of the report, from its manifest entry and its run's events; with ``upto_round``, from
-    the events of rounds up to it only (two arms compared after the same number of rounds: a
-    re-verification belongs to the last round, so such a line is unverified unless that is the last)."""
+    the run as it stood when that round ended (two arms compared after the same number of rounds): the
+    events of rounds up to it, recorded before the first event of a later round. A re-verification carries
+    no round; it counts only where it came before the later rounds (a run verified after round N, then
+    resumed for more), never where it re-measured a later round's candidate."""
     row: dict[str, Any] = {"task": entry["name"], "level": entry.get("level"), "run": entry.get("run_id"),
                            "correct": False, "speedup": None, "speedup_compile": None, "best_round": None,
                            "best_candidate": None, "failure": None, "status": "failed", "error": entry.get("error"),
@@ -65,7 +67,8 @@ def task_row(entry: dict[str, Any], run: Run | None, *, upto_round: int | None =
     events = run.log.events
     types = [e["type"] for e in events]
     if upto_round is not None:
-        events = [e for e in events if int(e.get("round") or 0) <= upto_round]
+        later = next((i for i, e in enumerate(events) if int(e.get("round") or 0) > upto_round), len(events))
+        events = [e for e in events[:later] if int(e.get("round") or 0) <= upto_round]
         row["upto_round"] = upto_round
     done = "run_finished" in types or any(e.get("step") == "solution.eval" for e in events)  # bench eval: one step
     row["status"] = ("finished" if done else "paused" if types and types[-1] == "run_paused"
