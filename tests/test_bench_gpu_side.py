@@ -311,3 +311,34 @@ def test_profile_ahead_of_a_search_covers_every_new_frontier_member(tmp_path: Pa
     last = evaluated("r03.eval.k1", 2.0)
     assert gpu_side.profile_ahead_request(run, {"type": "eval", "step": "r03.eval.k1",
                                                 "candidate": last["data"]["candidate"]}, last) is None
+
+
+def _paused_before_profile(run: Any) -> None:
+    rel = "candidates/r00.generate.py"
+    run.log.append("gpu", "eval", {"candidate": rel, "result": {"status": "ok", "correct": True, "speedup": 1.5}},
+                   step="r00.eval", round_=0)
+    request = gpu_request("profile", "profile.r00.generate", rel)
+    run.log.append("loop", "run_paused", {"before": request["step"], "side": "gpu", "request": request})
+
+
+def test_skip_profiles_records_them_as_not_taken_and_evaluates_the_rest(tmp_path: Path,
+                                                                        monkeypatch: pytest.MonkeyPatch) -> None:
+    """A trip with device time for the evaluations only: every pending profile is recorded as not taken (the
+    loop's next query is static-only), the evaluations run, and nothing is profiled ahead."""
+    profiled, evaluated = paused_runs(tmp_path, 2)
+    _paused_before_profile(profiled)
+    monkeypatch.setattr(gpu_side, "HarnessGPU", _Scripted)
+    assert gpu_side.main([str(tmp_path / "runs"), "--skip-profiles"]) == 0
+    skipped = [e for e in on_disk(profiled.path) if e["type"] == "profile"]
+    assert len(skipped) == 1 and skipped[0]["step"] == "profile.r00.generate"
+    assert skipped[0]["data"]["ok"] is False and skipped[0]["data"]["message"] == gpu_side.SKIPPED_PROFILE
+    events = on_disk(evaluated.path)
+    assert [e["data"]["result"]["status"] for e in events if e["type"] == "eval"] == ["ok"]
+    assert not [e for e in events if e["type"] == "profile"]  # the new parent is not profiled ahead either
+
+
+def test_skip_profiles_needs_no_cuda_when_only_profiles_are_pending(tmp_path: Path) -> None:
+    run = paused_runs(tmp_path, 1)[0]
+    _paused_before_profile(run)
+    assert gpu_side.main([str(tmp_path / "runs"), "--skip-profiles"]) == 0  # the real HarnessGPU, no check
+    assert [e["data"]["message"] for e in on_disk(run.path) if e["type"] == "profile"] == [gpu_side.SKIPPED_PROFILE]

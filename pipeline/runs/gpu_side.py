@@ -163,6 +163,26 @@ class HarnessGPU:
         return profile(task, candidate, self.config(Path(task).parent)).to_dict()
 
 
+#: what a profile step skipped on purpose records (the loop then queries from the code and the measurements)
+SKIPPED_PROFILE = ("not profiled: the GPU side was told to skip profiles (--skip-profiles); the query reads the "
+                   "code and the measurements only")
+
+
+class SkipProfiles:
+    """An evaluator whose evaluations go through to ``inner`` and whose profiles are recorded as not taken:
+    for a trip that has device time for the evaluations only, or a box where Nsight Compute may not read the
+    counters. A profile is optional to the loop: its next query is static-only, and says so."""
+
+    def __init__(self, inner: Any) -> None:
+        self.inner = inner
+
+    def __getattr__(self, name: str) -> Any:  # evaluate, evaluate_many, phases, check: the inner evaluator's
+        return getattr(self.inner, name)
+
+    def profile(self, task: Path, candidate: Path) -> dict[str, Any]:
+        return {"ok": False, "message": SKIPPED_PROFILE, "csv": "", "rows": [], "units": {}, "command": []}
+
+
 def phase_line(phase: dict[str, Any]) -> str:
     """One line for a batch's summary (:attr:`HarnessGPU.phases`)."""
     share = phase["busy_share"]
@@ -479,6 +499,10 @@ def main(argv: Sequence[str] | None = None) -> int:
                              "correct (the loop then asks for it on the next trip)")
     parser.add_argument("--no-profile-ahead", action="store_true",
                         help="do not profile a candidate that would become the parent (saves ncu time, costs a trip)")
+    parser.add_argument("--skip-profiles", action="store_true",
+                        help="record every pending profile step as not taken (no ncu; the loop plans from the code "
+                             "and the measurements) and profile nothing ahead; needs no CUDA when only profiles "
+                             "are pending")
     parser.add_argument("--import", dest="archives", nargs="+", type=Path, default=[], metavar="ARCHIVE",
                         help="unpack these run archives (kernelskill runs export) or bundles (kernelskill bench "
                              "export, FILE.tar) into DIR first; with several DIRs, one bundle per DIR, in order "
@@ -533,7 +557,9 @@ def main(argv: Sequence[str] | None = None) -> int:
             rows = [_row(s, None, error="pending") for s in pending_gpu_steps(runs)]
         else:
             gpu = HarnessGPU(allow_cpu=args.allow_cpu, build_jobs=args.build_jobs)
-            gpu.check()
+            if not (args.skip_profiles and all(s.request["type"] == "profile" for s in pending_gpu_steps(runs))):
+                gpu.check()
+            evaluator = SkipProfiles(gpu) if args.skip_profiles else gpu
 
             def progress(message: str, done: int | None, total: int | None) -> None:  # one line each, stderr
                 count = f" [{done}/{total}]" if done is not None and total else ""
@@ -541,7 +567,8 @@ def main(argv: Sequence[str] | None = None) -> int:
 
             progress(f"{len(runs)} runs under {', '.join(map(str, args.dirs))}", None, None)
             try:
-                rows = evaluate_pending(runs, gpu, profile_ahead=not args.no_profile_ahead,
+                rows = evaluate_pending(runs, evaluator,
+                                        profile_ahead=not (args.no_profile_ahead or args.skip_profiles),
                                         verify_ahead=not args.no_verify_ahead, deadline=deadline,
                                         progress=progress)
             finally:
