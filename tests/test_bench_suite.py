@@ -238,7 +238,10 @@ def test_kill_9_mid_suite_then_the_same_command_resumes(tmp_path: Path, kb: Path
     assert repeated_asks <= 3  # at most the --llm-concurrency requests in flight
     for key, n in evals_after.items():
         assert n <= 2 and (n == 1 or evals_before[key] == 1)
-    assert sum(n - 1 for n in evals_after.values()) <= 2  # at most one job in flight per GPU slot
+    # repeated: the jobs a slot had started, or had finished but whose run had not yet recorded the result,
+    # when the kill came (the run records it, not the slot; under load that lags): at most one per run, as a
+    # single-path run waits for its one evaluation
+    assert sum(n - 1 for n in evals_after.values()) <= len(NAMES)
 
     # and the resumed suite ends exactly where the uninterrupted one did
     assert recompute(tmp_path / "suite")["speedups"] == recompute(tmp_path / "reference")["speedups"]
