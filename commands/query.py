@@ -166,8 +166,12 @@ def render(r: Any, *, explain: bool = False) -> None:
         derived = {s.id: s.value for s in r.trace if s.kind == "derived"}
         vals = {**p.fields, **derived}
         con.print("  " + "  ".join(f"{key}={_v(vals.get(key))}" for key in keys if key in vals))
-        if p.missing:
+        if p.missing and explain:
             con.print(f"  [yellow]missing[/]: {e('; '.join(p.missing))}")
+        elif p.missing:  # names only: an older capture lacks several newer counters, each a long line of columns
+            names = [m.split(" (looked for", 1)[0] for m in p.missing]
+            con.print(f"  [yellow]missing[/] ({len(names)}; no rule decides on them; --explain lists the "
+                      f"ncu columns looked for): {e(', '.join(names))}")
 
     if getattr(r, "kernels", None):
         t = Table(title="kernels: share of time, operation, own tier and bottleneck (* = methods chosen for it)",

@@ -204,6 +204,9 @@ def test_cli_render_shows_why(home: Path) -> None:
         assert text in out, text
     full = _cli(home, str(EX / e["kernel"]), "--profile", str(EX / e["profile"]), "--explain").stdout
     assert "trace" in full and "primary_limiter_util_pct" in full and len(full) > len(out)
+    # a capture without the newer access counters: their names, and the ncu columns only with --explain
+    assert "global_sectors" in out and "(looked for" not in out
+    assert "global_sectors (looked for memory_l2_theoretical_sectors_global)" in " ".join(full.split())
 
 
 def test_cli_static_only_says_so(home: Path) -> None:
