@@ -46,8 +46,8 @@ REFERENCE_PROFILE_FIELDS = {
 CONTEXT_FIELDS = {"launches_per_forward", "task_dtype", "tolerance_atol", "tolerance_rtol",
                   "vendor_kernel_dominant", "has_profile", "arch_sm", "library_calls_allowed",
                   # op-family hints (retrieval/op_hints.py) and the profile's dominant-kernel share
-                  "op_family", "op_is_gemv", "op_is_pool_nonoverlap", "op_softmax_online", "op_is_serial_scan",
-                  "uses_global_atomics", "dominant_kernel_share_pct", "single_custom_launch",
+                  "op_family", "op_is_gemv", "op_is_pool_nonoverlap", "op_softmax_online", "op_row_in_registers",
+                  "op_is_serial_scan", "uses_global_atomics", "dominant_kernel_share_pct", "single_custom_launch",
                   "op_gathers_rows", "op_has_softmax", "op_has_norm",
                   # the per-kernel diagnosis (retrieval/kernels.py) and the protocol's TF32 setting
                   "dominant_op", "tf32_allowed"}
@@ -299,6 +299,7 @@ DOMAINS: dict[str, list[Any]] = {
     "kernel_structure_id": [0, 1, 2, 3, 4],
     "op_family": [*OP_FAMILIES, None],  # None: no hint (no task, no source rule matched)
     "op_softmax_online": [True, False, None],
+    "op_row_in_registers": [True, False, None],
     "op_is_serial_scan": [True, False, None],
     "uses_global_atomics": [True, False, None],
     "dominant_kernel_share_pct": [40, 75, 95, None],

@@ -240,3 +240,25 @@ def test_hints_decide_a_real_query() -> None:
     other = query(path, profile=prof, store=kb, context={**hints.fields, **base, "op_family": "norm"})
     assert other.case.id == "mb_norm_multipass" and other.first_methods(1) == ["welford_one_pass_norm"]
     assert "online_softmax_needs_softmax" in {v.id for v in other.vetoes}
+
+
+def test_a_row_cached_in_registers_is_told_from_a_shared_scratch_and_from_a_re_read() -> None:
+    """A fixed-size local array filled from memory and read again is one read of the row; a __shared__
+    scratch array or a kernel that reads global memory again in each pass is not."""
+    cached = """
+__global__ void k(const float* x, float* y, int n) {
+    float v[8];
+    float m = -1e30f;
+    for (int i = 0; i < 8; ++i) { v[i] = x[threadIdx.x + 32 * i]; m = fmaxf(m, v[i]); }
+    float s = 0.f;
+    for (int i = 0; i < 8; ++i) { v[i] = expf(v[i] - m); s += v[i]; }
+    for (int i = 0; i < 8; ++i) y[threadIdx.x + 32 * i] = v[i] / s;
+}
+"""
+    hint = from_source(cached)
+    assert hint.fields["op_row_in_registers"] is True and "float v[8]" in hint.evidence["op_row_in_registers"]
+    shared = cached.replace("    float v[8];", "    __shared__ float v[8];")
+    assert from_source(shared).fields["op_row_in_registers"] is False
+    assert from_source(_src("softmax_rowthread")).fields["op_row_in_registers"] is False
+    assert from_source((ROOT / "examples" / "kernels" / "row_softmax.py").read_text()).fields[
+        "op_row_in_registers"] is False
