@@ -4,7 +4,9 @@ that ``--import`` and ``bench import`` take back; on a bare box with the real ha
 
 from __future__ import annotations
 
+import gzip
 import json
+import shutil
 import tarfile
 import time
 from pathlib import Path
@@ -131,6 +133,13 @@ def test_export_to_one_file_and_import_it_back(tmp_path: Path, monkeypatch: pyte
     assert [p.name for p in paths] == [r.id for r in here]
     for run in here:
         assert [e["type"] for e in on_disk(run.path)][-1] == "eval"
+    # the same bundle compressed as a whole (how the published suite results are kept) reads the same
+    packed = tmp_path / "out" / "back.tar.gz"
+    with open(back, "rb") as src, gzip.open(packed, "wb") as dst:
+        shutil.copyfileobj(src, dst)
+    assert is_bundle(packed) and not is_bundle(tmp_path / "here" / "runs" / here[0].id / "events.jsonl")
+    again = import_runs(packed, tmp_path / "again" / "runs", replace=True)
+    assert [p.name for p in again] == [r.id for r in here]
     # a bundle member that is not a run archive is refused whole
     bad = tmp_path / "bad.tar"
     with tarfile.open(bad, "w") as tar:

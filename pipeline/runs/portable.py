@@ -363,7 +363,9 @@ def export_runs(run_dirs: list[Path], bundle: Path) -> tuple[Path, list[str]]:
 def is_bundle(path: Path) -> bool:
     """Whether ``path`` is a bundle of run archives (:func:`export_runs`) rather than one run's archive."""
     try:
-        with tarfile.open(path, "r:") as tar:  # a bundle is uncompressed; a run archive is gzip
+        # written uncompressed (its members are gzip already) but read compressed too (a bundle kept as
+        # .tar.gz, as the published results are); a run archive's members are the run's files, not archives
+        with tarfile.open(path, "r:*") as tar:
             return all(m.name.endswith(ARCHIVE_SUFFIX) and m.isfile() for m in tar.getmembers())
     except (tarfile.TarError, OSError):
         return False
@@ -380,7 +382,7 @@ def import_runs(bundle: Path, runs_dir: Path, *, replace: bool = False, require:
     try:
         shutil.rmtree(staging, ignore_errors=True)
         staging.mkdir(parents=True)
-        with tarfile.open(bundle, "r:") as tar:
+        with tarfile.open(bundle, "r:*") as tar:  # plain, or compressed as a whole (.tar.gz)
             for count, member in enumerate(tar, start=1):
                 if count > MAX_MEMBERS:
                     raise PortabilityError(f"{bundle}: more than {MAX_MEMBERS:,} members")
