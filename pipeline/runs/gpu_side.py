@@ -180,7 +180,9 @@ class SkipProfiles:
         return getattr(self.inner, name)
 
     def profile(self, task: Path, candidate: Path) -> dict[str, Any]:
-        return {"ok": False, "message": SKIPPED_PROFILE, "csv": "", "rows": [], "units": {}, "command": []}
+        from kernelskill.pipeline.harness.results import ProfileResult
+
+        return ProfileResult(ok=False, message=SKIPPED_PROFILE).to_dict()
 
 
 def phase_line(phase: dict[str, Any]) -> str:
