@@ -175,7 +175,8 @@ def eval_view(raw: dict[str, Any]) -> dict[str, Any]:
             "candidate_iqr_ms": raw.get("candidate_iqr_ms"), "baseline_iqr_ms": raw.get("baseline_iqr_ms"),
             "message": str(raw.get("message") or "")[:2000], "build_log": str(raw.get("build_log") or "")[-4000:],
             "stage": stage, "stage_timings": stage_timings(details),
-            "harness_failure": status in HARNESS_LIMITS and stage in HARNESS_STAGES}
+            "harness_failure": (status in HARNESS_LIMITS and stage in HARNESS_STAGES)
+            or (status in HARNESS_LIMITS and details.get("harness_failure") is True)}
 
 
 def query_view(raw: dict[str, Any]) -> dict[str, Any]:
