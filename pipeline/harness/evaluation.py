@@ -102,7 +102,7 @@ def device_facts(device: torch.device) -> dict[str, Any]:
 
 
 def fp64_errors(ref_model: Any, inputs: list[Any], ref_out: Any, cand_out: Any, *, max_bytes: int | None,
-                config: EvalConfig) -> tuple[float, float, str]:
+                config: EvalConfig, forward_bytes: int = 0) -> tuple[float, float, str]:
     """(reference error, candidate error, how) against a float64 forward of ``ref_model``, both normalized by
     the largest reference value (:func:`.compare.normalized_error`).
 
@@ -110,7 +110,8 @@ def fp64_errors(ref_model: Any, inputs: list[Any], ref_out: Any, cand_out: Any, 
     reference must equal the same rows of the full fp32 reference (a forward whose rows depend on each other,
     such as BatchNorm in training, is not cut; then ``ValueError``), and its float64 forward is compared with
     those rows of both outputs. The maxima over chunks are the maxima over the batch, so the verdict is the one
-    the whole batch gives."""
+    the whole batch gives. ``forward_bytes`` is what the fp32 forward allocates (output and temporaries; the
+    output's size when not given): a float64 forward needs twice that and twice the inputs."""
     m64 = copy.deepcopy(ref_model).double() if isinstance(ref_model, torch.nn.Module) else ref_model
 
     def to64(values: Sequence[Any]) -> list[Any]:
@@ -118,9 +119,8 @@ def fp64_errors(ref_model: Any, inputs: list[Any], ref_out: Any, cand_out: Any, 
                 v.clone() if isinstance(v, torch.Tensor) else copy.deepcopy(v) for v in values]
 
     in_bytes = timing.tensor_bytes(inputs)
-    out_bytes = timing.tensor_bytes(flatten_outputs(ref_out))
-    need = 3 * (in_bytes + out_bytes)  # float64 inputs and outputs, and the fp32 rows of one chunk
-    if max_bytes is None or need <= max_bytes:
+    fwd = max(forward_bytes, timing.tensor_bytes(flatten_outputs(ref_out)))
+    if max_bytes is None or 2 * (in_bytes + fwd) <= 0.8 * max_bytes:  # float64 inputs and forward
         out64 = m64(*to64(inputs))
         e_ref = normalized_error(normalized_error_parts(out64, ref_out))
         e_cand = normalized_error(normalized_error_parts(out64, cand_out))
@@ -132,7 +132,8 @@ def fp64_errors(ref_model: Any, inputs: list[Any], ref_out: Any, cand_out: Any, 
     batch = tensors[0].shape[0]
     if batch < 2 or any(not isinstance(o, torch.Tensor) or o.dim() == 0 or o.shape[0] != batch for o in outs):
         raise ValueError("the outputs do not share the inputs' first dimension: the batch cannot be cut")
-    chunks = min(batch, math.ceil(need / max(1, max_bytes)))
+    # per chunk: its float64 inputs and forward, and its fp32 inputs and forward (the rows check)
+    chunks = min(batch, math.ceil(3 * (in_bytes + fwd) / max(1, int(0.8 * max_bytes))))
     step = math.ceil(batch / chunks)
     acc_ref: list[tuple[float, float]] | None = None
     acc_cand: list[tuple[float, float]] | None = None
@@ -560,7 +561,7 @@ class Evaluation:
         try:
             e_ref, e_cand, how = fp64_errors(ref_model, inputs, ref_out, cand_out,
                                              max_bytes=self.mem.headroom() if self.cuda else None,
-                                             config=self.config)
+                                             config=self.config, forward_bytes=self.mem.reference_forward)
             self.sync()
         except Exception as exc:  # noqa: BLE001 - no float64 path, or no room for it: skip, say so
             self.details["fp64_check"] = f"skipped: {type(exc).__name__}: {str(exc)[:200]}"
