@@ -135,7 +135,7 @@ class KBRetriever:
 #: stages of an evaluation that run the harness's own work (loading the task, the reference, the second
 #: shape set's reference, the float64 check, timing): a timeout or out-of-memory there is not a bug in the
 #: candidate's code, so it is not sent to the diagnoser
-HARNESS_STAGES = frozenset({"start", "load_task", "build_reference", "reference_forward", "alt_shapes",
+HARNESS_STAGES = frozenset({"start", "load_task", "device_facts", "build_reference", "reference_forward", "alt_shapes",
                             "precision_fp64", "timing"})
 HARNESS_LIMITS = frozenset({"timeout", "oom"})
 
