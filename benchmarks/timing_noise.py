@@ -122,28 +122,25 @@ def before(results_dir: Path) -> tuple[str, dict[str, Any]]:
 
 
 # --- after: this harness on the GPU ---------------------------------------------------------------------
-#: name -> (task body, candidate forward body): module-level sizes, Model.forward, get_inputs
-TASKS: dict[str, tuple[str, str, str]] = {
-    "add_1m": ("N = 1 << 20", "return x + y", "[torch.rand(N), torch.rand(N)]"),
-    "relu_32m": ("N = 1 << 25", "return torch.relu(x)", "[torch.randn(N)]"),
-    "softmax_4k": ("R, C = 4096, 4096", "return torch.softmax(x, dim=1)", "[torch.randn(R, C)]"),
-    "layernorm_4k_8k": ("R, C = 4096, 8192", "return torch.nn.functional.layer_norm(x, (C,))",
+#: name -> (module-level sizes, forward arguments, forward body, get_inputs body)
+TASKS: dict[str, tuple[str, str, str, str]] = {
+    "add_1m": ("N = 1 << 20", "x, y", "return x + y", "[torch.rand(N), torch.rand(N)]"),
+    "relu_32m": ("N = 1 << 25", "x", "return torch.relu(x)", "[torch.randn(N)]"),
+    "softmax_4k": ("R, C = 4096, 4096", "x", "return torch.softmax(x, dim=1)", "[torch.randn(R, C)]"),
+    "layernorm_4k_8k": ("R, C = 4096, 8192", "x", "return torch.nn.functional.layer_norm(x, (x.shape[-1],))",
                         "[torch.randn(R, C)]"),
-    "gelu_scale_64m": ("R, C = 8192, 8192", "return torch.nn.functional.gelu(x) * 1.7",
-                       "[torch.randn(R, C)]"),
-    "rowsum_16k": ("R, C = 16384, 16384", "return x.sum(dim=1)", "[torch.randn(R, C)]"),
-    "bmm_small": ("B, M = 256, 128", "return torch.bmm(x, y)", "[torch.randn(B, M, M), torch.randn(B, M, M)]"),
-    "matmul_2k": ("M = 2048", "return x @ y", "[torch.randn(M, M), torch.randn(M, M)]"),
-    "swish_bias_256m": ("N = 1 << 28", "return x * torch.sigmoid(x) + 0.5", "[torch.randn(N)]"),
-    "matmul_4k": ("M = 4096", "return x @ y", "[torch.randn(M, M), torch.randn(M, M)]"),
-    "conv3x3_64_128": ("B, C, K, H = 16, 64, 128, 112",
-                       "return torch.nn.functional.conv2d(x, y, padding=1)",
+    "gelu_scale_64m": ("R, C = 8192, 8192", "x", "return torch.nn.functional.gelu(x) * 1.7", "[torch.randn(R, C)]"),
+    "rowsum_16k": ("R, C = 16384, 16384", "x", "return x.sum(dim=1)", "[torch.randn(R, C)]"),
+    "bmm_small": ("B, M = 256, 128", "x, y", "return torch.bmm(x, y)", "[torch.randn(B, M, M), torch.randn(B, M, M)]"),
+    "matmul_2k": ("M = 2048", "x, y", "return x @ y", "[torch.randn(M, M), torch.randn(M, M)]"),
+    "swish_bias_256m": ("N = 1 << 28", "x", "return x * torch.sigmoid(x) + 0.5", "[torch.randn(N)]"),
+    "matmul_4k": ("M = 4096", "x, y", "return x @ y", "[torch.randn(M, M), torch.randn(M, M)]"),
+    "conv3x3_64_128": ("B, C, K, H = 16, 64, 128, 112", "x, y", "return torch.nn.functional.conv2d(x, y, padding=1)",
                        "[torch.randn(B, C, H, H), torch.randn(K, C, 3, 3) * 0.05]"),
 }
 
 
-def _files(root: Path, name: str, size: str, body: str, inputs: str) -> tuple[Path, Path]:
-    args = "x, y" if "y" in body.split("return", 1)[1] else "x"
+def _files(root: Path, name: str, size: str, args: str, body: str, inputs: str) -> tuple[Path, Path]:
     task = root / f"{name}_task.py"
     task.write_text(f"import torch\n\n{size}\n\n\nclass Model(torch.nn.Module):\n"
                     f"    def forward(self, {args}):\n        {body}\n\n\n"
@@ -154,7 +151,8 @@ def _files(root: Path, name: str, size: str, body: str, inputs: str) -> tuple[Pa
     return task, cand
 
 
-def after(out: Path, repeats: int, max_seconds: float, compile_baseline: bool) -> tuple[str, dict[str, Any]]:
+def after(out: Path, repeats: int, max_seconds: float, compile_baseline: bool,
+          only: list[str] | None = None) -> tuple[str, dict[str, Any]]:
     import torch  # the GPU mode only: ``before`` runs anywhere with the standard library
 
     from kernelskill.pipeline.harness import EvalJob, LocalEvaluator
@@ -166,8 +164,10 @@ def after(out: Path, repeats: int, max_seconds: float, compile_baseline: bool) -
                       baseline="compile" if compile_baseline else "eager", run_timeout_s=300)
     jobs = []
     for rep in range(repeats):
-        for name, (size, body, inputs) in TASKS.items():
-            task, cand = _files(work, name, size, body, inputs)
+        for name, (size, args, body, inputs) in TASKS.items():
+            if only and name not in only:
+                continue
+            task, cand = _files(work, name, size, args, body, inputs)
             jobs.append(EvalJob(str(task), str(cand), cfg, tag=f"{name}#{rep}"))
     t0 = time.perf_counter()
     per_task: list[dict[str, Any]] = []
@@ -197,7 +197,7 @@ def after(out: Path, repeats: int, max_seconds: float, compile_baseline: bool) -
                 results.append(r)
     rows, figures = noise_rows(results)
     device = torch.cuda.get_device_name(0) if torch.cuda.is_available() else "cpu"
-    text = table(f"Timing noise after: {len(results)} correct evaluations of {len(TASKS)} tasks x {repeats} on "
+    text = table(f"Timing noise after: {len(results)} correct evaluations of {len(only or TASKS)} tasks x {repeats} on "
                  f"{device}; timings >= {MIN_MS * 1e3:.0f} us; percent",
                  ["figure", "n", "p50 %", "p90 %", "max %"], rows, digits=2)
     task_rows = [[p["tag"], p["status"], p["candidate_ms"] or 0.0, p["trials"] or 0, p["stop"] or "",
@@ -219,6 +219,7 @@ def main(argv: list[str] | None = None) -> int:
     a.add_argument("--repeats", type=int, default=2)
     a.add_argument("--max-seconds", type=float, default=300.0)
     a.add_argument("--no-compile", action="store_true")
+    a.add_argument("--only", default="", help="comma-separated task names (default: all)")
     args = ap.parse_args(argv)
     if args.mode == "before":
         if not args.results.is_dir():
@@ -229,7 +230,12 @@ def main(argv: list[str] | None = None) -> int:
         print(json.dumps(figures, indent=1))
         return 0
     args.out.mkdir(parents=True, exist_ok=True)
-    text, data = after(args.out, args.repeats, args.max_seconds, not args.no_compile)
+    only = [n for n in args.only.split(",") if n]
+    unknown = sorted(set(only) - set(TASKS))
+    if unknown:
+        print(f"--only: unknown task(s) {unknown}; known: {sorted(TASKS)}", file=sys.stderr)
+        return 2
+    text, data = after(args.out, args.repeats, args.max_seconds, not args.no_compile, only)
     (args.out / "timing_noise.txt").write_text(text)
     (args.out / "timing_noise.json").write_text(json.dumps(data, indent=1, default=str))
     print(text)

@@ -63,3 +63,29 @@ def test_noise_figures_of_results():
     assert figures["candidate"]["p50_pct"] == pytest.approx(5.0) and figures["candidate"]["p90_pct"] == pytest.approx(9.0)
     assert figures["eager"]["p50_pct"] == pytest.approx(1.0) and figures["compile"]["p90_pct"] == pytest.approx(2.0)
     assert figures["speedup_ci"]["p50_pct"] == pytest.approx(2.0)
+
+
+def test_before_reads_the_evaluations_of_nested_run_archives(tmp_path):
+    import io
+    import json
+    import tarfile
+
+    mod = _noise_module()
+    events = [{"type": "eval", "data": {"result": {"status": "ok", "candidate_ms": 0.2, "candidate_iqr_ms": 0.002,
+                                                   "baseline_ms": 0.4, "baseline_iqr_ms": 0.008}}},
+              {"type": "eval", "data": {"result": {"status": "mismatch", "candidate_ms": None}}},
+              {"type": "llm_call", "data": {}}]
+    inner = io.BytesIO()
+    with tarfile.open(fileobj=inner, mode="w:gz") as tar:
+        body = "\n".join(json.dumps(e) for e in events).encode()
+        info = tarfile.TarInfo("001-task/events.jsonl")
+        info.size = len(body)
+        tar.addfile(info, io.BytesIO(body))
+    with tarfile.open(tmp_path / "x-runs.tar.gz", "w:gz") as outer:
+        info = tarfile.TarInfo("001-task.kernelskill-run.tar.gz")
+        info.size = len(inner.getvalue())
+        outer.addfile(info, io.BytesIO(inner.getvalue()))
+    text, figures = mod.before(tmp_path)
+    assert "1 correct evaluations in 1 published suites" in text
+    assert figures["candidate"] == {"n": 1, "p50_pct": pytest.approx(1.0), "p90_pct": pytest.approx(1.0)}
+    assert figures["eager"]["p50_pct"] == pytest.approx(2.0)
