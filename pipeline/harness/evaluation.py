@@ -143,9 +143,9 @@ def fp64_errors(ref_model: Any, inputs: list[Any], ref_out: Any, cand_out: Any, 
                 else v for v in inputs]
         rows_ref = [o[lo:hi] for o in outs]
         rows_cand = [o[lo:hi] for o in flatten_outputs(cand_out)]
-        if not compare_outputs(rows_ref, ref_model(*_clone(part)), config).ok:
+        out64 = m64(*to64(part))  # float64 copies first: the fp32 forward below may write into ``part``
+        if not compare_outputs(rows_ref, ref_model(*part), config).ok:
             raise ValueError("the reference's rows depend on other rows of the batch: the batch cannot be cut")
-        out64 = m64(*to64(part))
         acc_ref = combine_error_parts(acc_ref, normalized_error_parts(out64, rows_ref))
         acc_cand = combine_error_parts(acc_cand, normalized_error_parts(out64, rows_cand))
         del out64, part
