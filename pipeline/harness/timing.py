@@ -28,6 +28,7 @@ candidate that replaces ``torch.cuda.Event`` or ``time.perf_counter`` does not c
 
 from __future__ import annotations
 
+import gc
 import math
 import statistics
 import time
@@ -229,8 +230,23 @@ def time_interleaved(
     outside the timed span (it applies the backend settings the function is timed under). See the module
     docstring for how a sample is taken; each function's ``stop`` says why the rounds ended.
     """
+    gc_was_on = gc.isenabled()
+    gc.disable()  # a collection in the middle of a sample is host jitter, not the forward's cost
+    try:
+        return _rounds(fns, input_sets, trials=trials, warmup=warmup, flusher=flusher, budget_s=budget_s,
+                       min_trials=min_trials, pairs=pairs, ci_target=ci_target, prequeue=prequeue,
+                       wall_check=wall_check, setup=setup or {})
+    finally:
+        if gc_was_on:
+            gc.enable()
+
+
+def _rounds(fns: dict[str, Callable[[Sequence[Any]], Any]], input_sets: dict[str, list[Sequence[Any]]], *,
+            trials: int, warmup: int, flusher: L2Flusher, budget_s: float | None, min_trials: int,
+            pairs: Sequence[tuple[str, str]], ci_target: float | None, prequeue: bool, wall_check: bool,
+            setup: dict[str, Callable[[], None]]) -> dict[str, Samples]:
     names = list(fns)
-    hooks = setup or {}
+    hooks = setup
 
     def ready(name: str) -> None:
         if name in hooks:
@@ -260,6 +276,8 @@ def time_interleaved(
                     <= ci_target for b, c in pairs):
                 stop = f"speedup interval within +-{ci_target:.1%}"
                 break
+        if i % 25 == 24:
+            gc.collect()  # between rounds, outside any timed span: outputs caught in reference cycles go
         order = names if i % 2 == 0 else list(reversed(names))
         for name in order:
             ready(name)
