@@ -38,3 +38,13 @@ def test_a_run_moved_to_another_card_says_so_and_the_prompt_states_the_measured_
 def test_without_measured_facts_the_header_is_as_before():
     assert render("partials/gpu.j2", gpu={"name": "NVIDIA H200", "arch": "sm_90", "notes": ""}).strip() == \
         "## Target GPU\nNVIDIA H200 (sm_90)"
+
+
+def test_the_speed_of_light_floor_divides_by_the_evaluating_devices_bandwidth():
+    from kernelskill.pipeline.harness.evaluation import floor_bandwidth
+
+    h100 = gpu_facts("NVIDIA H100 80GB HBM3")
+    assert floor_bandwidth(H100_MEASURED, h100) == 3.0e12  # the table's copy figure is higher: the lower floor
+    assert floor_bandwidth(H100_MEASURED | {"copy_tb_s": 3.1}, h100) == 3.1e12  # measured higher: measured
+    assert floor_bandwidth({"copy_tb_s": 1.2}, {}) == 1.2e12  # an unknown card: what it measured
+    assert floor_bandwidth({}, {}) == 4.3e12  # nothing known: the H200 default

@@ -101,6 +101,14 @@ def device_facts(device: torch.device) -> dict[str, Any]:
     return facts
 
 
+def floor_bandwidth(evaluated: dict[str, Any], table: dict[str, Any]) -> float:
+    """Bytes per second the speed-of-light floor divides by: the evaluating device's measured copy bandwidth, or
+    its data-sheet copy figure when that is higher (a slow measurement never raises the floor); the H200's
+    only when the device is neither measured nor known."""
+    best = max(float(evaluated.get("copy_tb_s") or 0.0), float(table.get("copy_tb_s") or 0.0))
+    return best * 1e12 if best > 0 else timing.PEAK_BYTES_PER_S
+
+
 def fp64_errors(ref_model: Any, inputs: list[Any], ref_out: Any, cand_out: Any, *, max_bytes: int | None,
                 config: EvalConfig, forward_bytes: int = 0) -> tuple[float, float, str]:
     """(reference error, candidate error, how) against a float64 forward of ``ref_model``, both normalized by
@@ -689,8 +697,7 @@ class Evaluation:
         moved = in_bytes + max(0, out_bytes - l2)
         flops = timing.count_flops(lambda: ref_model(*inputs))
         dtype = "float32" if self.details.get("task_dtype") == "fp32" else "bfloat16"
-        measured = float(gpu.get("copy_tb_s") or 0.0)
-        bw = max(measured, float(facts.get("copy_tb_s") or 0.0)) * 1e12 or timing.PEAK_BYTES_PER_S
+        bw = floor_bandwidth(gpu, facts)
         if dtype == "float32":  # error-compensated TF32 on tensor cores is a legitimate fp32-accurate route
             fp32, tf32 = facts.get("fp32_tflops"), facts.get("tf32_tflops")
             rate = timing.fp32_accurate_flops(float(fp32) * 1e12 if fp32 else timing.PEAK_FLOPS["float32"],
@@ -763,4 +770,4 @@ def profile_target(req: dict[str, Any], stage: Stage) -> dict[str, Any]:
     return {"status": "ok", "correct": False, "message": "profiled one forward"}
 
 
-__all__ = ["Evaluation", "device_facts", "fp64_errors", "profile_target", "statistics"]
+__all__ = ["Evaluation", "device_facts", "floor_bandwidth", "fp64_errors", "profile_target", "statistics"]
