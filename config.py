@@ -63,7 +63,7 @@ class EmbedSettings(_Section):
 class HarnessSettings(_Section):
     protocol: str = "strict"  # a preset (strict | kernelbench) or a protocol file: tolerances, policies, shapes
     correctness_trials: int = 5
-    timing_trials: int = 100  # the most timed calls per function (timing_budget_s may stop earlier)
+    timing_trials: int = 300  # the most timed rounds (timing_budget_s or the speedup's interval may stop earlier)
     timing_budget_s: float = 2.0
     warmup: int = 3
     build_timeout_s: float = 300.0

@@ -4,8 +4,9 @@
   dtypes it produces; from the reference's and the candidate's records we tell whether the candidate
   computed the whole op with torch, called a cuBLAS/cuDNN-backed op against the policy, or produced
   half-precision intermediates inside a fp32 task. (Direct cuBLAS calls from C++ are invisible here.)
-* :class:`Tamper` snapshots the timing functions, the TF32 switches and the live threads before the
-  candidate is imported and reports what changed afterwards.
+* :class:`Tamper` snapshots the timing functions and the live threads before the candidate is imported
+  and reports what changed afterwards. Backend switches (TF32, cuDNN modes) are not a cheat by themselves:
+  :mod:`.numerics` confines them to the candidate's own calls and the float64 check judges the result.
 * :func:`output_problems` rejects outputs that are not exactly ``torch.Tensor`` or that share memory
   with an input.
 """
@@ -117,11 +118,10 @@ def judge_ops(reference: OpRecord, candidate: OpRecord, *, policy: str, task_is_
 
 @dataclass
 class Tamper:
-    """What the candidate must not change: the timing functions, TF32 switches, the thread set."""
+    """What the candidate must not change: the timing functions and the thread set."""
 
     originals: dict[str, Any] = field(default_factory=dict)
     threads: set[int] = field(default_factory=set)
-    tf32: tuple[bool, bool] = (False, False)
 
     @staticmethod
     def _targets() -> dict[str, Any]:
@@ -142,19 +142,13 @@ class Tamper:
 
     @classmethod
     def snapshot(cls) -> Tamper:
-        return cls(originals=cls._targets(), threads={t.ident or 0 for t in threading.enumerate()},
-                   tf32=(torch.backends.cuda.matmul.allow_tf32, torch.backends.cudnn.allow_tf32))
+        return cls(originals=cls._targets(), threads={t.ident or 0 for t in threading.enumerate()})
 
     def check(self) -> tuple[str, str] | None:
         now = self._targets()
         changed = [k for k, v in self.originals.items() if now.get(k) is not v]
         if changed:
             return "timer_patched", f"candidate replaced timing functions: {', '.join(changed)}"
-        tf32 = (torch.backends.cuda.matmul.allow_tf32, torch.backends.cudnn.allow_tf32)
-        if tf32 != self.tf32:
-            return "precision_flags", "candidate switched TF32 on (torch.backends.*.allow_tf32)"
-        if torch.get_float32_matmul_precision() != "highest":
-            return "precision_flags", "candidate lowered torch.set_float32_matmul_precision"
         new = [t for t in threading.enumerate() if (t.ident or 0) not in self.threads and t.is_alive()]
         if new:
             return "background_thread", f"candidate started threads: {', '.join(t.name for t in new)}"
@@ -165,7 +159,6 @@ class Tamper:
         torch.cuda.Event = self.originals["torch.cuda.Event"]
         torch.cuda.synchronize = self.originals["torch.cuda.synchronize"]
         time.perf_counter = self.originals["time.perf_counter"]
-        torch.backends.cuda.matmul.allow_tf32, torch.backends.cudnn.allow_tf32 = self.tf32
 
 
 def _storage_span(t: torch.Tensor) -> tuple[int, int] | None:

@@ -1,16 +1,25 @@
 """The GPU phase of one candidate, run inside a worker process (see :mod:`.worker`).
 
-Order: reference built (seed 42) -> tamper snapshot -> candidate imported and built (seed 42) ->
-first forward under the op recorder (anti-cheat on ops, outputs, aliasing) -> pointer-cache probe ->
-correctness trials with fresh seeds, both orders, poisoned memory -> determinism re-runs -> second
-shape set (every module-level size varied, models rebuilt; :mod:`.shapes`) -> float64 precision check ->
-tamper check -> interleaved timing under PyTorch's default backend settings, bounded by a time budget,
-with the wall-clock cross-check and the speed-of-light floor.
+Order: device facts (name, SMs, L2, memory, a measured copy bandwidth) -> reference built (seed 42) and its
+own peak memory measured -> tamper snapshot -> candidate imported and built (seed 42) -> first forward under
+the op recorder (anti-cheat on ops, outputs, aliasing) -> pointer-cache probe -> correctness trials with
+fresh seeds, both orders, poisoned memory -> determinism re-runs -> float64 precision check (in batch chunks
+when it does not fit) -> second shape set (every module-level size varied, models rebuilt; :mod:`.shapes`)
+-> tamper check -> interleaved timing (:mod:`.timing`) with the wall-clock cross-check and the
+speed-of-light floor of this device.
+
+One numeric path (:mod:`.numerics`): correctness runs in IEEE fp32 (TF32 off everywhere); the candidate is
+timed under exactly those settings, the eager and torch.compile baselines under PyTorch's defaults (cuDNN
+TF32 on, as shipped). What a candidate switches inside its forward is confined to its own calls.
+
+Memory (:mod:`.memory`): the harness keeps to about 3x the reference's own peak. Each stage frees what the
+next does not need, the comparison and the float64 check work in chunks, the NaN block is sized to the
+room left, and inputs do not move between timed calls. Every stage's peak is in ``details["peak_mem_mb"]``.
+An out-of-memory error in the harness's own work, or in a candidate that was left less room than the
+reference's forward needed, is ``details["harness_failure"]``, not the candidate's.
 
 Inputs are made on the GPU (``get_inputs()`` under the device as default device), so a task with
 several GB of inputs costs milliseconds per seed instead of seconds of CPU random numbers and copies.
-Correctness runs with IEEE fp32 (TF32 off everywhere); the protocol in the config decides the
-tolerances, the library and torch-op policies and the second shape set.
 """
 
 from __future__ import annotations
@@ -28,15 +37,24 @@ import torch
 
 from . import timing  # binds the timing functions before any candidate is imported
 from .checks import OpRecorder, Tamper, aliases_inputs, judge_ops, output_problems
-from .compare import compare_outputs, flatten_outputs, max_normalized_error
+from .compare import (
+    combine_error_parts,
+    compare_outputs,
+    fingerprint,
+    flatten_outputs,
+    normalized_error,
+    normalized_error_parts,
+)
 from .failures import Stage, classify_exception
 from .gpu_facts import gpu_facts
+from .memory import MB, MemoryLedger, is_oom, oom_is_candidates
+from .numerics import BackendSettings, applied, confined, ieee_fp32, timing_settings
 from .results import EvalConfig
 from .shapes import ShapePlan, shape_plans
 
 log = logging.getLogger(__name__)
 
-L2_BYTES = 60 * 2**20  # used when the GPU is not in gpus.json
+L2_BYTES = 60 * 2**20  # used when the GPU reports no L2 size
 
 
 class _Stop(Exception):
@@ -59,29 +77,87 @@ def _float_dtypes(values: Sequence[Any]) -> set[torch.dtype]:
     return {v.dtype for v in values if isinstance(v, torch.Tensor) and v.is_floating_point()}
 
 
-def ieee_fp32() -> None:
-    """Correctness settings: no TF32 anywhere (cuBLAS and cuDNN compute in IEEE fp32)."""
-    torch.backends.cuda.matmul.allow_tf32 = False
-    torch.backends.cudnn.allow_tf32 = False
-    torch.set_float32_matmul_precision("highest")
+def _module_bytes(model: Any) -> int:
+    if not isinstance(model, torch.nn.Module):
+        return 0
+    return sum(t.numel() * t.element_size() for t in [*model.parameters(), *model.buffers()])
 
 
-#: PyTorch's shipped backend defaults (what a user running the model eagerly gets): TF32 off for
-#: matmul, on for cuDNN convolutions
-PYTORCH_DEFAULTS = {"matmul_tf32": False, "cudnn_tf32": True}
+def device_facts(device: torch.device) -> dict[str, Any]:
+    """The evaluating GPU as the prompts and the speed-of-light check should see it: what the device reports
+    (name, SMs, L2, memory), a copy bandwidth measured here, and the data-sheet figures of ``gpus.json``."""
+    props = torch.cuda.get_device_properties(device)
+    name = torch.cuda.get_device_name(device)
+    table = gpu_facts(name)
+    facts: dict[str, Any] = {
+        "name": name, "arch": f"sm_{props.major}{props.minor}", "sm_count": int(props.multi_processor_count),
+        "l2_mb": round(int(getattr(props, "L2_cache_size", 0) or 0) / MB, 1),
+        "memory_gb": round(int(props.total_memory) / 1e9, 1),
+        "copy_tb_s": round(timing.copy_bandwidth_tb_s(device), 2), "source": "measured on the evaluating device",
+    }
+    for key in ("hbm_peak_tb_s", "fp32_tflops", "tf32_tflops", "bf16_tflops"):
+        if key in table:
+            facts[key] = table[key]
+    return facts
 
 
-@contextlib.contextmanager
-def backend_flags(*, matmul_tf32: bool, cudnn_tf32: bool) -> Any:
-    old = (torch.backends.cuda.matmul.allow_tf32, torch.backends.cudnn.allow_tf32,
-           torch.get_float32_matmul_precision())
-    torch.backends.cuda.matmul.allow_tf32 = matmul_tf32
-    torch.backends.cudnn.allow_tf32 = cudnn_tf32
-    try:
-        yield
-    finally:
-        torch.backends.cuda.matmul.allow_tf32, torch.backends.cudnn.allow_tf32 = old[0], old[1]
-        torch.set_float32_matmul_precision(old[2])
+def floor_bandwidth(evaluated: dict[str, Any], table: dict[str, Any]) -> float:
+    """Bytes per second the speed-of-light floor divides by: the evaluating device's measured copy bandwidth, or
+    its data-sheet copy figure when that is higher (a slow measurement never raises the floor); the H200's
+    only when the device is neither measured nor known."""
+    best = max(float(evaluated.get("copy_tb_s") or 0.0), float(table.get("copy_tb_s") or 0.0))
+    return best * 1e12 if best > 0 else timing.PEAK_BYTES_PER_S
+
+
+def fp64_errors(ref_model: Any, inputs: list[Any], ref_out: Any, cand_out: Any, *, max_bytes: int | None,
+                config: EvalConfig, forward_bytes: int = 0) -> tuple[float, float, str]:
+    """(reference error, candidate error, how) against a float64 forward of ``ref_model``, both normalized by
+    the largest reference value (:func:`.compare.normalized_error`).
+
+    With ``max_bytes`` smaller than the float64 working set, the batch is cut into chunks: each chunk's fp32
+    reference must equal the same rows of the full fp32 reference (a forward whose rows depend on each other,
+    such as BatchNorm in training, is not cut; then ``ValueError``), and its float64 forward is compared with
+    those rows of both outputs. The maxima over chunks are the maxima over the batch, so the verdict is the one
+    the whole batch gives. ``forward_bytes`` is what the fp32 forward allocates (output and temporaries; the
+    output's size when not given): a float64 forward needs twice that and twice the inputs."""
+    m64 = copy.deepcopy(ref_model).double() if isinstance(ref_model, torch.nn.Module) else ref_model
+
+    def to64(values: Sequence[Any]) -> list[Any]:
+        return [v.double() if isinstance(v, torch.Tensor) and v.is_floating_point() else
+                v.clone() if isinstance(v, torch.Tensor) else copy.deepcopy(v) for v in values]
+
+    in_bytes = timing.tensor_bytes(inputs)
+    fwd = max(forward_bytes, timing.tensor_bytes(flatten_outputs(ref_out)))
+    if max_bytes is None or 2 * (in_bytes + fwd) <= 0.8 * max_bytes:  # float64 inputs and forward
+        out64 = m64(*to64(inputs))
+        e_ref = normalized_error(normalized_error_parts(out64, ref_out))
+        e_cand = normalized_error(normalized_error_parts(out64, cand_out))
+        return e_ref, e_cand, "whole batch"
+    tensors = [v for v in inputs if isinstance(v, torch.Tensor) and v.dim() > 0]
+    outs = flatten_outputs(ref_out)
+    if not tensors:
+        raise ValueError("no input tensor to cut into chunks")
+    batch = tensors[0].shape[0]
+    if batch < 2 or any(not isinstance(o, torch.Tensor) or o.dim() == 0 or o.shape[0] != batch for o in outs):
+        raise ValueError("the outputs do not share the inputs' first dimension: the batch cannot be cut")
+    # per chunk: its float64 inputs and forward, and its fp32 inputs and forward (the rows check)
+    chunks = min(batch, math.ceil(3 * (in_bytes + fwd) / max(1, int(0.8 * max_bytes))))
+    step = math.ceil(batch / chunks)
+    acc_ref: list[tuple[float, float]] | None = None
+    acc_cand: list[tuple[float, float]] | None = None
+    for lo in range(0, batch, step):
+        hi = min(batch, lo + step)
+        part = [v[lo:hi].clone() if isinstance(v, torch.Tensor) and v.dim() > 0 and v.shape[0] == batch
+                else v for v in inputs]
+        rows_ref = [o[lo:hi] for o in outs]
+        rows_cand = [o[lo:hi] for o in flatten_outputs(cand_out)]
+        out64 = m64(*to64(part))  # float64 copies first: the fp32 forward below may write into ``part``
+        if not compare_outputs(rows_ref, ref_model(*part), config).ok:
+            raise ValueError("the reference's rows depend on other rows of the batch: the batch cannot be cut")
+        acc_ref = combine_error_parts(acc_ref, normalized_error_parts(out64, rows_ref))
+        acc_cand = combine_error_parts(acc_cand, normalized_error_parts(out64, rows_cand))
+        del out64, part
+    return normalized_error(acc_ref or []), normalized_error(acc_cand or []), f"{chunks} batch chunks"
 
 
 class Evaluation:
@@ -97,16 +173,27 @@ class Evaluation:
         else:
             self.device = torch.device("cpu")
         self.cuda = self.device.type == "cuda"
+        self.mem = MemoryLedger(self.device if self.cuda else None)
+        self.defaults = BackendSettings.current()  # PyTorch's shipped settings, as this worker started
+        self.verified = self.defaults
+        self.switched: dict[str, list[Any]] = {}  # backend switches the candidate made inside its calls
 
     # --- helpers -------------------------------------------------------------------------------
     def sync(self) -> None:
         if self.cuda:
             timing._sync()
 
+    def at(self, name: str) -> None:
+        """Enter a stage: the stage file for the parent, and the memory ledger."""
+        self.mem.enter(name)
+        self.stage(name)
+
     def call(self, model: Any, inputs: Sequence[Any], what: str) -> Any:
-        """Run candidate code; an exception becomes the result's failure class."""
+        """Run candidate code under the verified settings; an exception becomes the result's failure class
+        (an out-of-memory error is the harness's when the harness left the candidate too little room)."""
+        held = self.mem.allocated()
         try:
-            out = model(*inputs)
+            out = confined(model, self.verified, self.switched)(*inputs)
             self.sync()
             return out
         except _Stop:
@@ -114,8 +201,15 @@ class Evaluation:
         except BaseException as exc:  # noqa: BLE001
             status, message, sticky, build_log = classify_exception(exc)
             self.sticky = self.sticky or sticky
+            extra: dict[str, Any] = {}
+            if status == "oom" and self.cuda and not oom_is_candidates(
+                    held_bytes=held, total_bytes=self.mem.total(), reference_forward_bytes=self.mem.reference_forward):
+                extra = {"harness_failure": True, "oom_in": "harness"}
+                message += (f"; the harness held {held / 2**30:.1f} GB of {self.mem.total() / 2**30:.1f} GB, less "
+                            f"room than twice the reference forward's {self.mem.reference_forward / 2**30:.2f} GB: "
+                            "a harness failure")
             raise _Stop({"status": status, "correct": False, "build_log": build_log,
-                         "message": f"{message} (in {what})"}) from exc
+                         "message": f"{message} (in {what})", "details": extra}) from exc
 
     def on_device(self) -> Any:
         """Tensors a task's ``get_inputs``/``get_init_inputs`` creates land on the GPU directly."""
@@ -128,17 +222,18 @@ class Evaluation:
         return _to_device(list(values), self.device)
 
     def poison(self, nbytes: list[int]) -> None:
-        """Fill the caching allocator's free blocks of the output sizes (and a big one) with NaN."""
+        """Fill the caching allocator's free blocks of the output sizes (and a spare one) with NaN, within the
+        harness's memory budget: up to three blocks per output, at least one when it fits."""
         if not self.cuda:
             return
+        room = self.mem.headroom()
         blocks = []
-        free, _total = torch.cuda.mem_get_info(self.device)
         for n in nbytes:
-            copies = 3 if 3 * n < 0.3 * free else 1 if n < 0.3 * free else 0  # 6 GB outputs: fewer copies
+            copies = 3 if 3 * n <= room // 2 else 1 if n <= room else 0
             for _ in range(copies):
-                blocks.append(torch.full((max(1, n // 4),), float("nan"), dtype=torch.float32,
-                                         device=self.device))
-        big = int(min(free * 0.2, 2 * 2**30)) // 4
+                blocks.append(torch.full((max(1, n // 4),), float("nan"), dtype=torch.float32, device=self.device))
+                room -= n
+        big = int(min(room // 2, 2 * 2**30)) // 4
         if big > 0:
             blocks.append(torch.full((big,), float("nan"), dtype=torch.float32, device=self.device))
         self.sync()
@@ -148,6 +243,18 @@ class Evaluation:
         raise _Stop({"status": "cheat", "correct": False, "message": f"{check}: {message}",
                      "details": {"cheat_check": check, **extra}})
 
+    def settle_switches(self, when: str) -> None:
+        """Backend settings the candidate changed outside a forward (at import, in its constructor) are noted
+        and put back: the candidate runs under the verified settings, whatever it set."""
+        now = BackendSettings.current()
+        if now != self.verified:
+            diff = self.verified.differences(now)
+            self.switched.update(diff)
+            self.details.setdefault("warnings", []).append(
+                f"the candidate changed backend settings {when} ({', '.join(diff)}): they apply inside its own "
+                "calls only, the same while it is verified and while it is timed")
+            self.verified.apply()
+
     # --- stages --------------------------------------------------------------------------------
     def run(self) -> dict[str, Any]:
         try:
@@ -155,9 +262,23 @@ class Evaluation:
                 result = self._run()
         except _Stop as stop:
             result = stop.result
+        except Exception as exc:  # an OOM here is the harness's own work (candidate calls go through call())
+            if not is_oom(exc):
+                raise
+            result = {"status": "oom", "correct": False,
+                      "message": f"out of memory in the harness's own work during {self.stage.name}: "
+                                 f"{str(exc).splitlines()[0][:300]}",
+                      "details": {"harness_failure": True, "oom_in": "harness"}}
         details = result.setdefault("details", {})
         for k, v in self.details.items():
             details.setdefault(k, v)
+        if self.cuda:
+            details["peak_mem_mb"] = self.mem.report()
+        details["numeric_path"] = {"verified": self.verified.describe(),
+                                   "candidate_timed": self.verified.describe(),
+                                   "baselines_timed": self.defaults.describe()}
+        if self.switched:
+            details["numeric_path"]["candidate_switched"] = self.switched
         return result
 
     def _run(self) -> dict[str, Any]:
@@ -166,35 +287,52 @@ class Evaluation:
         from .loader import load_candidate, load_task
 
         cfg = self.config
-        ieee_fp32()
+        self.verified = ieee_fp32()
         self.details["protocol"] = cfg.protocol
 
-        self.stage("load_task")
+        self.at("load_task")
         self.task = load_task(self.req["task"])
-        init = _to_device(list(self.task.get_init_inputs()), self.device)
-        self.stage("build_reference")
-        ref_model = self.construct(self.task.Model, init)
+        if self.cuda:
+            self.at("device_facts")
+            self.details["gpu"] = device_facts(self.device)
+            torch.cuda.empty_cache()
 
-        self.stage("reference_forward")
+        # ---- reference: built, run once, its own peak memory measured ----
+        self.at("build_reference")
+        before_build = self.mem.allocated()
+        init = _to_device(list(self.task.get_init_inputs()), self.device)
+        ref_model = self.construct(self.task.Model, init)
+        params = self.mem.allocated() - before_build
+
+        self.at("reference_forward")
         x0 = self.fresh_inputs(cfg.seed)
+        in_bytes0 = timing.tensor_bytes(x0)
+        rx = _clone(x0)
+        held = self.mem.allocated()
+        if self.cuda:
+            torch.cuda.reset_peak_memory_stats(self.device)
         rec_ref = OpRecorder()
         with rec_ref:
-            ref0 = ref_model(*_clone(x0))
+            ref0 = ref_model(*rx)
         self.sync()
+        if self.cuda:
+            self.mem.reference_forward = int(torch.cuda.max_memory_allocated(self.device)) - held
+            self.mem.reference_peak = params + in_bytes0 + self.mem.reference_forward
         ref_out0 = flatten_outputs(ref0)
         out_bytes = [o.numel() * o.element_size() for o in ref_out0 if isinstance(o, torch.Tensor)]
-        ref_x = _clone(x0)
-        ref_alias = aliases_inputs(flatten_outputs(ref_model(*ref_x)), ref_x)
-        self.sync()
+        ref_alias = aliases_inputs(ref_out0, rx)
+        ref_mutates = any(isinstance(a, torch.Tensor) and not torch.equal(a, b) for a, b in zip(rx, x0, strict=True))
+        del rx
         in_dtypes = _float_dtypes(x0) | _float_dtypes(ref_out0)
         task_fp32 = bool(in_dtypes) and in_dtypes <= {torch.float32}
         self.details["task_dtype"] = ("fp32" if task_fp32 else "mixed" if len(in_dtypes) > 1
                                       else str(next(iter(in_dtypes), "none")).replace("torch.", ""))
         self.details["reference_ops"] = dict(rec_ref.record.ops)
+        del ref_out0
 
         # ---- candidate import and build (tamper snapshot first) ----
         tamper = Tamper.snapshot()
-        self.stage("import_candidate")
+        self.at("import_candidate")
         install_build_hooks(fast_headers=cfg.fast_headers)
         t0 = time.perf_counter()
         try:
@@ -207,11 +345,12 @@ class Evaluation:
         self.details["import_s"] = round(time.perf_counter() - t0, 3)
         self.details["build_events"] = BUILD_EVENTS
         self.details["fastpath_builds"] = BUILD_STATS
+        self.settle_switches("when imported")
         found = tamper.check()
         if found:
             self.cheat(*found, when="after import")
 
-        self.stage("construct_candidate")
+        self.at("construct_candidate")
         try:
             cand_model = self.construct(model_cls, init)
         except BaseException as exc:  # noqa: BLE001
@@ -219,11 +358,11 @@ class Evaluation:
             self.sticky = sticky
             return {"status": status, "correct": False, "message": f"{message} (constructing ModelNew)",
                     "build_log": build_log}
+        self.settle_switches("in its constructor")
 
         # ---- first forward: ops, output type, aliasing ----
-        self.stage("first_forward")
+        self.at("first_forward")
         cx = _clone(x0)
-        pristine = _clone(x0)
         self.poison(out_bytes)
         rec_c = OpRecorder()
         with rec_c:
@@ -233,51 +372,54 @@ class Evaluation:
         found = output_problems(flat0, cx, reference_aliases=ref_alias)
         if found:
             self.cheat(*found)
+        del flat0
         cmp = compare_outputs(ref0, out0, cfg)
         if not cmp.ok:
             raise _Stop({"status": cmp.status, "correct": False, "message": f"trial 0: {cmp.message}",
                          "details": cmp.details | {"trial": 0}})
-        warnings: list[str] = []
+        warnings: list[str] = self.details.setdefault("warnings", [])
         found = judge_ops(rec_ref.record, rec_c.record, policy=cfg.library_policy, task_is_fp32=task_fp32,
                           torch_ops=cfg.torch_ops, warnings=warnings)
-        if warnings:
-            self.details["warnings"] = warnings
+        if not warnings:
+            del self.details["warnings"]
         if found:
             self.cheat(*found)
-        ref_mutates = any(isinstance(a, torch.Tensor) and not torch.equal(a, b)
-                          for a, b in zip(ref_x, x0, strict=True))
         if not ref_mutates and any(isinstance(a, torch.Tensor) and not torch.equal(a, b)
-                                   for a, b in zip(cx, pristine, strict=True)):
+                                   for a, b in zip(cx, x0, strict=True)):
             self.cheat("input_mutated", "candidate wrote into its input tensors")
-        del pristine, ref_x
+        print_out0, print_ref0 = fingerprint(out0), fingerprint(ref0)
+        del out0, ref0, x0
 
         # ---- pointer-keyed cache probe: same tensors, new values ----
-        self.stage("pointer_probe")
+        self.at("pointer_probe")
         new_vals = self.fresh_inputs(cfg.seed + 1000)
         for dst, src in zip(cx, new_vals, strict=True):
             if isinstance(dst, torch.Tensor):
                 dst.copy_(src)
-        ref_new = ref_model(*_clone(new_vals))
+        ref_new = ref_model(*new_vals)
+        self.sync()
+        del new_vals
         self.poison(out_bytes)
         out_same = self.call(cand_model, cx, "the pointer-cache probe")
         cmp = compare_outputs(ref_new, out_same, cfg)
         if not cmp.ok:
-            stale = compare_outputs(out0, out_same, cfg).ok and not compare_outputs(ref0, ref_new, cfg).ok
-            if stale:
+            if fingerprint(out_same) == print_out0 and fingerprint(ref_new) != print_ref0:
                 self.cheat("pointer_cache", "candidate returned its previous output for the same input "
                            "pointers after the input values changed")
             raise _Stop({"status": cmp.status, "correct": False,
                          "message": f"same-pointer trial: {cmp.message}", "details": cmp.details})
-        del out0, out_same, ref_new, cx, new_vals, ref0
+        del out_same, ref_new, cx
 
         # ---- correctness trials: fresh seeds, both orders, poisoned outputs ----
         worst: dict[str, float] = {}
         last_inputs: list[Any] = []
         last_out: Any = None
         for trial in range(cfg.correctness_trials):
-            self.stage(f"correctness_trial_{trial}")
+            self.at(f"correctness_trial_{trial}")
+            last_inputs, last_out = [], None  # the previous trial's tensors go before new ones are made
             xs = self.fresh_inputs(cfg.seed + 1 + trial)
-            rx, cx = _clone(xs), _clone(xs)
+            cx = _clone(xs)
+            rx = _clone(xs) if ref_mutates else xs
             if trial % 2 == 0:
                 ref_o = ref_model(*rx)
                 self.sync()
@@ -288,6 +430,7 @@ class Evaluation:
                 cand_o = self.call(cand_model, cx, f"correctness trial {trial}")
                 ref_o = ref_model(*rx)
                 self.sync()
+            del cx, rx
             cmp = compare_outputs(ref_o, cand_o, cfg)
             if not cmp.ok:
                 raise _Stop({"status": cmp.status, "correct": False,
@@ -298,15 +441,17 @@ class Evaluation:
                 if isinstance(v, float):
                     worst[k] = max(worst.get(k, 0.0), v)
             last_inputs, last_out = xs, (ref_o, cand_o)
-            del rx, cx
+            del xs, ref_o, cand_o
         self.details["errors"] = worst
 
         # ---- determinism re-runs on identical inputs ----
-        self.stage("determinism")
+        self.at("determinism")
         ref_o, first = last_out
+        last_out = None
         tight = copy.copy(cfg)
         float_outs = [o for o in flatten_outputs(ref_o) if isinstance(o, torch.Tensor) and o.is_floating_point()]
         out_dtype = str(float_outs[0].dtype).replace("torch.", "") if float_outs else "float32"
+        del float_outs
         tight.atol, tight.rtol = (t * 0.1 for t in cfg.tolerance(out_dtype))
         bitwise = True
         for r in range(cfg.determinism_reruns):
@@ -323,28 +468,29 @@ class Evaluation:
             del again
         self.details["bitwise_deterministic"] = bitwise
 
+        # ---- precision: against a float64 reference (fp32 tasks) ----
+        if cfg.check_fp64 and task_fp32:
+            self.at("precision_fp64")
+            self.precision_check(ref_model, last_inputs, ref_o, first)
+        del ref_o, first
+
         # ---- second shape set ----
         if cfg.alt_shapes and cfg.shapes != "none":
-            self.stage("alt_shapes")
-            self.alt_shape_check(model_cls, ref_model, cand_model, init, timing.tensor_bytes(x0))
+            self.at("alt_shapes")
+            self.alt_shape_check(model_cls, ref_model, cand_model, init, in_bytes0)
         else:
             self.details["alt_shapes"] = f"skipped: the protocol's shapes = {cfg.shapes!r}"
 
-        # ---- precision: against a float64 reference (fp32 tasks) ----
-        if cfg.check_fp64 and task_fp32:
-            self.stage("precision_fp64")
-            self.precision_check(ref_model, last_inputs, ref_o, first)
-
-        self.stage("tamper_check")
+        self.at("tamper_check")
         found = tamper.check()
         if found:
             self.cheat(*found, when="after the candidate's forwards")
-        del last_out, ref_o, first
 
         result: dict[str, Any] = {"status": "ok", "correct": True, "message": "correct"}
         if cfg.time:
-            self.stage("timing")
-            result.update(self.time_models(ref_model, cand_model, last_inputs))
+            self.at("timing")
+            result.update(self.time_models(ref_model, cand_model, last_inputs, ref_mutates=ref_mutates))
+        self.mem.close()
         return result
 
     # --- second shape set ----------------------------------------------------------------------
@@ -417,22 +563,20 @@ class Evaluation:
 
     # --- precision -----------------------------------------------------------------------------
     def precision_check(self, ref_model: Any, inputs: list[Any], ref_out: Any, cand_out: Any) -> None:
+        """Both fp32 outputs against a float64 forward of the reference (in batch chunks when the float64
+        working set does not fit the memory budget). A candidate far less accurate than the fp32 reference
+        computed in lower precision: a cheat, unless the protocol accepts TF32-level error."""
         try:
-            m64 = copy.deepcopy(ref_model).double()
-            x64 = [v.double() if isinstance(v, torch.Tensor) and v.is_floating_point() else
-                   v.clone() if isinstance(v, torch.Tensor) else copy.deepcopy(v) for v in inputs]
-            out64 = m64(*x64)
+            e_ref, e_cand, how = fp64_errors(ref_model, inputs, ref_out, cand_out,
+                                             max_bytes=self.mem.headroom() if self.cuda else None,
+                                             config=self.config, forward_bytes=self.mem.reference_forward)
             self.sync()
-            del m64, x64
-            e_ref = max_normalized_error(out64, ref_out)
-            e_cand = max_normalized_error(out64, cand_out)
-            del out64
         except Exception as exc:  # noqa: BLE001 - no float64 path, or no room for it: skip, say so
             self.details["fp64_check"] = f"skipped: {type(exc).__name__}: {str(exc)[:200]}"
             if self.cuda:
                 torch.cuda.empty_cache()
             return
-        self.details["fp64_error"] = {"reference": e_ref, "candidate": e_cand}
+        self.details["fp64_error"] = {"reference": e_ref, "candidate": e_cand, "computed_over": how}
         if e_cand > max(32 * e_ref, 2e-5) and self.config.allow_tf32:
             self.details.setdefault("warnings", []).append(
                 f"candidate error against float64 is {e_cand:.3g} (reference {e_ref:.3g}): reduced precision, "
@@ -443,68 +587,73 @@ class Evaluation:
                        "(fp16/bf16/tf32) inside a fp32 task")
 
     # --- timing --------------------------------------------------------------------------------
-    def time_models(self, ref_model: Any, cand_model: Any, inputs: list[Any]) -> dict[str, Any]:
-        """Interleaved timing under PyTorch's default backend settings (cuDNN TF32 on, as shipped).
+    def time_models(self, ref_model: Any, cand_model: Any, inputs: list[Any], *,
+                    ref_mutates: bool = False) -> dict[str, Any]:
+        """Interleaved timing (:func:`.timing.time_interleaved`) on one numeric path.
 
-        When the reference runs a cuDNN convolution, the eager reference is also timed with TF32 off
-        (IEEE fp32); both are reported when they differ by more than 5 %. Each function gets
-        ``timing_trials`` calls at most, ``min_timing_trials`` at least, and stops once its calls have
-        used ``timing_budget_s``.
+        The candidate is timed under the settings it was verified under; the eager reference (and
+        torch.compile) under PyTorch's defaults (cuDNN TF32 on, as shipped). When the reference runs a cuDNN
+        convolution, the eager reference is also timed with TF32 off; both are reported when they differ by
+        more than 5 %. Each function gets its own copy of the inputs when the memory budget has room (else
+        they share one), and the same copy in every round. Rounds stop when each speedup's 95 % interval is
+        within ``timing_ci`` of it, at the time budget, or at ``timing_trials``.
         """
         cfg = self.config
         in_bytes = timing.tensor_bytes(inputs)
-        budget = (torch.cuda.mem_get_info(self.device)[0] * 0.25) if self.cuda else 4 * 2**30
-        n_rot = max(1, min(cfg.rotate_inputs, int(budget // max(1, 2 * in_bytes))))
-        sets = {"reference": [_clone(inputs) for _ in range(n_rot)],
-                "candidate": [_clone(inputs) for _ in range(n_rot)]}
+        own_copies = ref_mutates or not self.cuda or 3 * in_bytes <= self.mem.headroom()
+        # each function's settings are applied by its setup hook, outside the timed span, before each of its
+        # calls: whatever the candidate switched in one call is undone before the next function runs
         fns: dict[str, Any] = {"reference": lambda xs: ref_model(*xs), "candidate": lambda xs: cand_model(*xs)}
         ref_ops = self.details.get("reference_ops") or {}
         if self.cuda and any("conv" in op for op in ref_ops):
-            def ieee(xs: Sequence[Any]) -> Any:
-                torch.backends.cudnn.allow_tf32 = False
-                try:
-                    return ref_model(*xs)
-                finally:
-                    torch.backends.cudnn.allow_tf32 = PYTORCH_DEFAULTS["cudnn_tf32"]
-
-            fns["reference_ieee"] = ieee
-            sets["reference_ieee"] = sets["reference"]
+            fns["reference_ieee"] = lambda xs: ref_model(*xs)
         compile_note = None
         if cfg.baseline == "compile":
             try:
                 compiled = torch.compile(ref_model)
                 fns["compile"] = lambda xs: compiled(*xs)
-                sets["compile"] = [_clone(inputs) for _ in range(n_rot)]
             except Exception as exc:  # noqa: BLE001
                 compile_note = f"torch.compile failed: {exc}"
+        sets = {name: [_clone(inputs) if own_copies and name != "reference" else inputs] for name in fns}
+        settings = {name: timing_settings(name, verified=self.verified, defaults=self.defaults) for name in fns}
+        setup = {name: s.apply for name, s in settings.items()}
+        pairs = [("reference", "candidate")] + ([("compile", "candidate")] if "compile" in fns else [])
         flusher = timing.L2Flusher(self.device, cfg.l2_flush_mb) if self.cuda else None
         try:
-            with backend_flags(**PYTORCH_DEFAULTS):
+            with applied(self.verified):
                 if self.cuda:
                     samples = timing.time_interleaved(fns, sets, trials=cfg.timing_trials, warmup=cfg.warmup,
                                                       flusher=flusher,  # type: ignore[arg-type]
-                                                      budget_s=cfg.timing_budget_s,
-                                                      min_trials=cfg.min_timing_trials)
+                                                      budget_s=cfg.timing_budget_s, min_trials=cfg.min_timing_trials,
+                                                      pairs=pairs, ci_target=cfg.timing_ci, setup=setup)
                 else:
                     samples = _time_cpu(fns, sets, min(cfg.timing_trials, max(cfg.min_timing_trials, 20)),
-                                        cfg.warmup)
+                                        cfg.warmup, setup)
         except _Stop:
             raise
         except BaseException as exc:  # noqa: BLE001
             status, message, sticky, build_log = classify_exception(exc)
             self.sticky = sticky
-            raise _Stop({"status": status, "correct": False, "message": f"{message} (while timing)"}) from exc
+            extra = {"harness_failure": True, "oom_in": "harness"} if status == "oom" else {}
+            raise _Stop({"status": status, "correct": False, "message": f"{message} (while timing)",
+                         "details": extra}) from exc
+        finally:
+            del sets
         cand = samples["candidate"].summary()
         ref = samples["reference"].summary()
+        speedup, lo, hi = timing.median_ratio_ci(samples["reference"].event_ms, samples["candidate"].event_ms)
         out: dict[str, Any] = {
             "candidate_ms": cand["median_ms"], "baseline_ms": ref["median_ms"],
             "candidate_iqr_ms": cand["iqr_ms"], "baseline_iqr_ms": ref["iqr_ms"],
             "speedup": ref["median_ms"] / cand["median_ms"] if cand["median_ms"] > 0 else None,
+            "speedup_ci": [lo, hi],
         }
-        self.details["timing"] = {"candidate": cand, "reference": ref, "rotated_input_sets": n_rot,
-                                  "trials": int(cand["trials"]), "max_trials": cfg.timing_trials,
-                                  "budget_s": cfg.timing_budget_s, "warmup": cfg.warmup,
-                                  "backend_settings": "pytorch_default (cudnn tf32 on, matmul tf32 off)"}
+        self.details["timing"] = {
+            "candidate": cand, "reference": ref, "inputs": "one copy per function" if own_copies else "shared",
+            "trials": int(cand["trials"]), "max_trials": cfg.timing_trials, "budget_s": cfg.timing_budget_s,
+            "ci_target": cfg.timing_ci, "stop": samples["candidate"].stop, "warmup": cfg.warmup,
+            "backend_settings": {name: s.describe() for name, s in settings.items()},
+        }
         if "reference_ieee" in samples:
             ieee_s = samples["reference_ieee"].summary()
             self.details["timing"]["reference_ieee"] = ieee_s
@@ -518,7 +667,9 @@ class Evaluation:
             comp = samples["compile"].summary()
             out["compile_ms"] = comp["median_ms"]
             self.details["timing"]["compile"] = comp
+            est, clo, chi = timing.median_ratio_ci(samples["compile"].event_ms, samples["candidate"].event_ms)
             self.details["speedup_vs_compile"] = comp["median_ms"] / cand["median_ms"]
+            out["compile_speedup_ci"] = [clo, chi]
         if compile_note:
             self.details["compile_baseline"] = compile_note
         if self.cuda:
@@ -529,19 +680,24 @@ class Evaluation:
                 self.cheat("side_stream", f"CUDA events say {cand['median_ms']:.4g} ms but the wall clock "
                            f"with a device synchronize says {info['wall_candidate_ms']:.4g} ms: work runs "
                            "outside the timed stream", **info)
+            del samples
             self.speed_of_light(inputs, ref_model, cand["median_ms"], in_bytes)
         return out
 
     def speed_of_light(self, inputs: list[Any], ref_model: Any, cand_ms: float, in_bytes: int) -> None:
+        """The floor of this device: bytes over its copy bandwidth (the measured one, or the table's when that
+        is higher), FLOPs over its fp32-accurate (or bf16) peak."""
         with torch.no_grad():
-            outs = flatten_outputs(ref_model(*_clone(inputs)))
+            outs = flatten_outputs(ref_model(*inputs))
         out_bytes = timing.tensor_bytes(outs)
-        facts = gpu_facts(torch.cuda.get_device_name(self.device))
-        l2 = int(getattr(torch.cuda.get_device_properties(self.device), "L2_cache_size", 0) or L2_BYTES)
+        del outs
+        gpu = self.details.get("gpu") or {}
+        facts = gpu_facts(gpu.get("name") or torch.cuda.get_device_name(self.device))
+        l2 = int(float(gpu.get("l2_mb") or 0) * MB) or L2_BYTES
         moved = in_bytes + max(0, out_bytes - l2)
-        flops = timing.count_flops(lambda: ref_model(*_clone(inputs)))
+        flops = timing.count_flops(lambda: ref_model(*inputs))
         dtype = "float32" if self.details.get("task_dtype") == "fp32" else "bfloat16"
-        bw = float(facts.get("copy_tb_s", timing.PEAK_BYTES_PER_S / 1e12)) * 1e12
+        bw = floor_bandwidth(gpu, facts)
         if dtype == "float32":  # error-compensated TF32 on tensor cores is a legitimate fp32-accurate route
             fp32, tf32 = facts.get("fp32_tflops"), facts.get("tf32_tflops")
             rate = timing.fp32_accurate_flops(float(fp32) * 1e12 if fp32 else timing.PEAK_FLOPS["float32"],
@@ -551,26 +707,31 @@ class Evaluation:
             rate = float(peak) * 1e12 if peak else None
         floor = timing.speed_of_light_ms(moved, flops, dtype, bytes_per_s=bw, flops_per_s=rate)
         self.details["speed_of_light"] = {"floor_ms": floor, "bytes": moved, "flops": flops,
-                                          "bytes_per_s": bw, "gpu": facts.get("name", "unknown"),
+                                          "bytes_per_s": bw, "gpu": gpu.get("name") or facts.get("name", "unknown"),
                                           "fraction_of_floor": floor / cand_ms if cand_ms > 0 else math.inf}
         if floor >= 0.01 and cand_ms < self.config.sol_fail_fraction * floor:
             self.cheat("speed_of_light", f"{cand_ms:.4g} ms is below half the speed-of-light floor "
                        f"{floor:.4g} ms ({moved / 1e6:.1f} MB at {bw / 1e12:.2g} TB/s, {flops / 1e9:.1f} GFLOP)")
 
 
-def _time_cpu(fns: dict[str, Any], sets: dict[str, list[Any]], trials: int, warmup: int) -> dict[str, Any]:
+def _time_cpu(fns: dict[str, Any], sets: dict[str, list[Any]], trials: int, warmup: int,
+              setup: dict[str, Any]) -> dict[str, Any]:
     for name, fn in fns.items():
+        setup[name]()
         for w in range(max(1, warmup)):
             fn(sets[name][w % len(sets[name])])
     samples = {n: timing.Samples([], []) for n in fns}
     names = list(fns)
     for i in range(trials):
         for name in names if i % 2 == 0 else reversed(names):
+            setup[name]()
             t0 = timing._perf()
             fns[name](sets[name][i % len(sets[name])])
             ms = (timing._perf() - t0) * 1e3
             samples[name].event_ms.append(ms)
             samples[name].wall_ms.append(ms)
+    for s in samples.values():
+        s.stop = f"max rounds ({trials})"
     return samples
 
 
@@ -581,8 +742,7 @@ def profile_target(req: dict[str, Any], stage: Stage) -> dict[str, Any]:
 
     cfg = EvalConfig.from_dict(req["config"])
     device = torch.device("cuda", 0)
-    torch.backends.cuda.matmul.allow_tf32 = False
-    torch.backends.cudnn.allow_tf32 = False
+    verified = ieee_fp32()  # the candidate is profiled on the path it was verified and timed on
     stage("load_task")
     task = load_task(req["task"])
     init = _to_device(list(task.get_init_inputs()), device)
@@ -596,6 +756,7 @@ def profile_target(req: dict[str, Any], stage: Stage) -> dict[str, Any]:
         model = cls(*init)
         if isinstance(model, torch.nn.Module):
             model = model.to(device)
+        model = confined(model, verified)
     torch.manual_seed(cfg.seed)
     xs = _to_device(list(task.get_inputs()), device)
     stage("warmup")
@@ -609,4 +770,4 @@ def profile_target(req: dict[str, Any], stage: Stage) -> dict[str, Any]:
     return {"status": "ok", "correct": False, "message": "profiled one forward"}
 
 
-__all__ = ["Evaluation", "profile_target", "statistics"]
+__all__ = ["Evaluation", "device_facts", "floor_bandwidth", "fp64_errors", "profile_target", "statistics"]

@@ -33,16 +33,31 @@ def gpu_facts(name: str | None = None, arch: str | None = None) -> dict[str, Any
     return dict(table["gpus"][key]) if key else {}
 
 
+#: the facts an evaluation measures on its device (``EvalResult.details["gpu"]``) that the prompts state
+MEASURED_KEYS = ("name", "arch", "sm_count", "l2_mb", "memory_gb", "copy_tb_s")
 
 
-def prompt_gpu(arch: str, *, name: str | None = None, protocol: str | None = None) -> dict[str, Any]:
+def prompt_gpu(arch: str, *, name: str | None = None, protocol: str | None = None,
+               evaluated: dict[str, Any] | None = None, previous: dict[str, Any] | None = None) -> dict[str, Any]:
     """What the code-writing prompts get as ``gpu``: name, arch, the facts above, and ``contract`` (the
-    run's protocol as a dict, read by ``prompts/partials/contract.j2``)."""
-    facts = gpu_facts(name, arch)
-    out: dict[str, Any] = {"name": facts.get("name") or name or "NVIDIA GPU", "arch": arch, "notes": ""}
+    run's protocol as a dict, read by ``prompts/partials/contract.j2``).
+
+    ``evaluated`` is the ``details["gpu"]`` of the run's last evaluation: the device that evaluates is the one
+    the prompts describe (its name, SMs, L2, memory and measured copy bandwidth win over the table's, which
+    fills the data-sheet figures). ``previous`` is the one before it: when the name differs, ``moved_from``
+    says that the run moved to another card."""
+    ev = {k: evaluated[k] for k in MEASURED_KEYS if evaluated and evaluated.get(k) not in (None, "")}
+    facts = gpu_facts(ev.get("name") or name, ev.get("arch") or arch)
+    out: dict[str, Any] = {"name": ev.get("name") or facts.get("name") or name or "NVIDIA GPU",
+                           "arch": ev.get("arch") or arch, "notes": ""}
     out.update({k: v for k, v in facts.items() if k not in ("name", "arch", "source")})
+    out.update({k: v for k, v in ev.items() if k not in ("name", "arch")})
+    if ev:
+        out["measured"] = True  # the facts come from the device of the last evaluation
+    if previous and previous.get("name") and ev.get("name") and previous["name"] != ev["name"]:
+        out["moved_from"] = previous["name"]
     out["contract"] = load_protocol(protocol).to_dict()
     return out
 
 
-__all__ = ["gpu_facts", "prompt_gpu"]
+__all__ = ["MEASURED_KEYS", "gpu_facts", "prompt_gpu"]

@@ -35,7 +35,7 @@ CHEAT_CHECKS: tuple[str, ...] = (
     "torch_compute",  # the whole op computed by torch ops instead of a kernel
     "library_call",  # a cuBLAS/cuDNN-backed aten op while the policy forbids it
     "precision_downcast",  # fp16/bf16/tf32 work inside a fp32 task
-    "precision_flags",  # tf32 switched on by the candidate
+    "precision_flags",  # (no longer raised: backend switches are confined to the candidate's calls, numerics.py)
     "timer_patched",  # torch.cuda.Event / time functions replaced
     "background_thread",  # a thread started by the candidate
     "tensor_subclass",  # an output that is not exactly torch.Tensor
@@ -77,9 +77,10 @@ class EvalConfig(_Record):
 
     protocol: str = DEFAULT_PROTOCOL
     correctness_trials: int = 5
-    timing_trials: int = 100  # the most timed calls per function
-    min_timing_trials: int = 10  # the fewest, whatever the budget
-    timing_budget_s: float = 2.0  # timed calls stop when each function has used this much GPU time
+    timing_trials: int = 300  # the most timed rounds (one call of each function per round)
+    min_timing_trials: int = 20  # the fewest, whatever the budget or the interval
+    timing_budget_s: float = 2.0  # rounds stop when the slowest function has used this much GPU time
+    timing_ci: float = 0.01  # rounds stop when each speedup's 95 % interval is within +-this of it
     warmup: int = 3
     seed: int = 42
     tolerances: dict[str, list[float]] = field(default_factory=dict)  # dtype -> [atol, rtol] overrides
@@ -104,7 +105,7 @@ class EvalConfig(_Record):
     prebuild_fastpath: bool = False  # also run fast-path-only candidates through a build worker
     use_pch: bool = False  # precompile torch/extension.h once per box for load_inline host units (opt-in)
     device: int | None = None  # GPU index (LocalEvaluator sets it)
-    rotate_inputs: int = 4  # fresh input copies cycled through while timing
+    rotate_inputs: int = 1  # unused: timed inputs do not move between calls (the L2 flush keeps them cold)
     l2_flush_mb: int = 256
     sol_fail_fraction: float = 0.5  # faster than this fraction of the speed-of-light floor => cheat
     side_stream_factor: float = 0.5  # wall-minus-event gap above this share of the wall time => cheat
@@ -146,6 +147,8 @@ class EvalResult(_Record):
     status: str
     correct: bool = False
     speedup: float | None = None
+    speedup_ci: list[float] | None = None  # [lo, hi]: 95 % bootstrap interval of the speedup over eager
+    compile_speedup_ci: list[float] | None = None  # [lo, hi]: the same for torch.compile's time / the candidate's
     candidate_ms: float | None = None
     baseline_ms: float | None = None
     candidate_iqr_ms: float | None = None
@@ -166,6 +169,12 @@ class EvalResult(_Record):
     @property
     def cheat_check(self) -> str | None:
         return self.details.get("cheat_check")
+
+    @property
+    def harness_failure(self) -> bool:
+        """The harness's own limit (an out-of-memory error in its work, or a candidate left too little room),
+        not the candidate's fault: ``details["harness_failure"]``."""
+        return bool(self.details.get("harness_failure"))
 
 
 @dataclass

@@ -135,7 +135,7 @@ class KBRetriever:
 #: stages of an evaluation that run the harness's own work (loading the task, the reference, the second
 #: shape set's reference, the float64 check, timing): a timeout or out-of-memory there is not a bug in the
 #: candidate's code, so it is not sent to the diagnoser
-HARNESS_STAGES = frozenset({"start", "load_task", "build_reference", "reference_forward", "alt_shapes",
+HARNESS_STAGES = frozenset({"start", "load_task", "device_facts", "build_reference", "reference_forward", "alt_shapes",
                             "precision_fp64", "timing"})
 HARNESS_LIMITS = frozenset({"timeout", "oom"})
 
@@ -175,7 +175,8 @@ def eval_view(raw: dict[str, Any]) -> dict[str, Any]:
             "candidate_iqr_ms": raw.get("candidate_iqr_ms"), "baseline_iqr_ms": raw.get("baseline_iqr_ms"),
             "message": str(raw.get("message") or "")[:2000], "build_log": str(raw.get("build_log") or "")[-4000:],
             "stage": stage, "stage_timings": stage_timings(details),
-            "harness_failure": status in HARNESS_LIMITS and stage in HARNESS_STAGES}
+            "harness_failure": (status in HARNESS_LIMITS and stage in HARNESS_STAGES)
+            or (status in HARNESS_LIMITS and details.get("harness_failure") is True)}
 
 
 def query_view(raw: dict[str, Any]) -> dict[str, Any]:

@@ -1,0 +1,94 @@
+"""GPU memory of one evaluation: the reference's own peak, the peak of every stage, the budget the harness
+keeps to (about 3x the reference's peak), and whose an out-of-memory error is.
+
+The reference's own peak is what running the task eagerly needs: its parameters, one input set, and the
+forward's output and temporaries. The harness holds at most a few of those at a time (an input set for the
+reference and one for the candidate, their outputs, a NaN-poisoned block), so an evaluation fits where the
+task fits a few times over. An out-of-memory error is the candidate's only when the candidate had the room
+the reference's forward needed (twice over) and still ran out; otherwise the harness left it too little, and
+it is a harness failure (``details["harness_failure"]``), which the loop does not send to repair.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+import torch
+
+MB = 2**20
+#: the harness's working set, in reference peaks (the goal is about 3x)
+BUDGET_FACTOR = 3.0
+#: a small task still gets this much room (the NaN block, the comparison's chunks)
+BUDGET_FLOOR = 1 << 30
+#: stages before the reference exists (the copy-bandwidth probe): not counted against its peak
+UNCOUNTED = frozenset({"start", "load_task", "device_facts"})
+#: the candidate's room, in reference forwards, below which its OOM is the harness's
+CANDIDATE_ROOM_FACTOR = 2.0
+
+
+def is_oom(exc: BaseException) -> bool:
+    return isinstance(exc, torch.OutOfMemoryError | MemoryError) or "out of memory" in str(exc).lower()
+
+
+def oom_is_candidates(*, held_bytes: int, total_bytes: int, reference_forward_bytes: int) -> bool:
+    """Whether an OOM raised inside the candidate's forward is the candidate's: it had at least twice the room
+    the reference's forward used (output and temporaries) besides what the harness held."""
+    room = total_bytes - held_bytes
+    return room >= CANDIDATE_ROOM_FACTOR * max(reference_forward_bytes, 1)
+
+
+def budget_bytes(reference_peak: int) -> int:
+    return int(max(BUDGET_FACTOR * reference_peak, reference_peak + BUDGET_FLOOR))
+
+
+@dataclass
+class MemoryLedger:
+    """Peak allocated bytes per stage (``torch.cuda.max_memory_allocated`` between stage starts)."""
+
+    device: torch.device | None
+    peaks: dict[str, int] = field(default_factory=dict)
+    reference_peak: int = 0  # params + one input set + the forward's output and temporaries
+    reference_forward: int = 0  # the forward's own allocation (output and temporaries)
+    _stage: str | None = None
+
+    @property
+    def cuda(self) -> bool:
+        return self.device is not None and self.device.type == "cuda"
+
+    def enter(self, stage: str) -> None:
+        """Close the running stage (its peak) and start measuring ``stage``."""
+        self.close()
+        self._stage = stage
+        if self.cuda:
+            torch.cuda.reset_peak_memory_stats(self.device)
+
+    def close(self) -> None:
+        if self._stage is not None and self.cuda:
+            peak = int(torch.cuda.max_memory_allocated(self.device))
+            self.peaks[self._stage] = max(self.peaks.get(self._stage, 0), peak)
+        self._stage = None
+
+    def allocated(self) -> int:
+        return int(torch.cuda.memory_allocated(self.device)) if self.cuda else 0
+
+    def total(self) -> int:
+        return int(torch.cuda.mem_get_info(self.device)[1]) if self.cuda else 0
+
+    def headroom(self) -> int:
+        """Bytes the harness may still take within its budget (never negative)."""
+        return max(0, budget_bytes(self.reference_peak) - self.allocated()) if self.cuda else BUDGET_FLOOR
+
+    def report(self) -> dict[str, Any]:
+        """``{stage: MB, ..., "reference": MB, "budget": MB, "max_over_reference": x}`` (MB rounded to 0.1)."""
+        self.close()
+        out: dict[str, Any] = {k: round(v / MB, 1) for k, v in self.peaks.items()}
+        out["reference"] = round(self.reference_peak / MB, 1)
+        out["budget"] = round(budget_bytes(self.reference_peak) / MB, 1)
+        stages = [v for k, v in self.peaks.items() if k not in UNCOUNTED]
+        if self.reference_peak and stages:
+            out["max_over_reference"] = round(max(stages) / self.reference_peak, 2)
+        return out
+
+
+__all__ = ["MemoryLedger", "budget_bytes", "is_oom", "oom_is_candidates"]
