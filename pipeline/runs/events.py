@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from kernelskill.errors import KernelskillError
-from kernelskill.pipeline.runs.redact import Redactor
+from kernelskill.pipeline.runs.redact import Redactor, current
 
 log = logging.getLogger(__name__)
 
@@ -104,7 +104,7 @@ class EventLog:
 
     # writing --------------------------------------------------------------------------------
     def _clean(self, value: Any, redactor: Redactor | None = None) -> Any:
-        redactor = redactor or Redactor()
+        redactor = redactor or current()
         if isinstance(value, str):
             for needle, replacement in self._scrub:
                 value = value.replace(needle, replacement)

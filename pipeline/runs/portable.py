@@ -24,6 +24,7 @@ from pathlib import Path, PurePosixPath
 
 from kernelskill.errors import KernelskillError
 from kernelskill.pipeline.runs.bounds import loads_json
+from kernelskill.pipeline.runs.redact import current
 
 log = logging.getLogger(__name__)
 
@@ -69,20 +70,30 @@ def _files(run_dir: Path):
 
 
 def check_portable(run_dir: Path) -> list[Finding]:
-    """Absolute paths of this machine, host names and credentials found in the run's text files."""
+    """Absolute paths of this machine, host names and credentials found in the run's files: every file is
+    searched for the configured secrets (:func:`~kernelskill.pipeline.runs.redact.current`: keys, secret-file
+    values and their encoded forms, whatever their shape); text files also for machine names and
+    credential shapes."""
     run_dir = Path(run_dir)
     markers = _machine_markers(run_dir)
+    redactor = current()
     findings: list[Finding] = []
     for path in _files(run_dir):
         rel = path.relative_to(run_dir).as_posix()
         if path.is_symlink():
             findings.append(Finding(rel, 0, "symbolic link"))
             continue
-        if path.suffix not in _TEXT_SUFFIXES:
-            continue
         try:
-            text = path.read_text(encoding="utf-8")
-        except (UnicodeDecodeError, OSError):
+            with path.open("rb") as fh:
+                data = fh.read(MAX_MEMBER_BYTES + 1)
+        except OSError as exc:
+            findings.append(Finding(rel, 0, f"unreadable ({exc.strerror or exc})"))
+            continue
+        text = data.decode("utf-8", "replace")
+        if redactor.holds_known(text):
+            line = next((n for n, ln in enumerate(text.splitlines(), 1) if redactor.holds_known(ln)), 0)
+            findings.append(Finding(rel, line, "holds a configured secret (a key or a secret-file value)"))
+        if path.suffix not in _TEXT_SUFFIXES:
             continue
         for lineno, line in enumerate(text.splitlines(), 1):
             for marker in markers:

@@ -25,6 +25,7 @@ from kernelskill.pipeline.runs.events import (
     utcnow,
 )
 from kernelskill.pipeline.runs.portable import display, is_run_id
+from kernelskill.pipeline.runs.redact import current
 
 log = logging.getLogger(__name__)
 
@@ -84,12 +85,14 @@ class Run:
                 fcntl.flock(fh, fcntl.LOCK_UN)
 
     def write_candidate(self, step: str, source: str) -> str:
-        """Store a candidate's source; return its path relative to the run folder."""
+        """Store a candidate's source, every secret in it redacted (a key the LLM echoed); return its path
+        relative to the run folder. The stored file is what is evaluated, so nothing else ever holds the raw
+        text."""
         rel = f"{CANDIDATES}/{step_filename(step)}"
         target = self.path / rel
         target.parent.mkdir(parents=True, exist_ok=True)
         tmp = target.with_suffix(".tmp")
-        tmp.write_text(source)
+        tmp.write_text(current().text(source))
         with tmp.open("rb") as fh:
             os.fsync(fh.fileno())
         tmp.replace(target)
@@ -99,9 +102,10 @@ class Run:
         return (self.path / rel).read_text()
 
     def write_output(self, name: str, text: str) -> Path:
+        """Write a file of the run (a report, ``best.py``, a profile) with every secret redacted."""
         target = self.path / name
         tmp = target.with_name(target.name + ".tmp")
-        tmp.write_text(text)
+        tmp.write_text(current().text(text))
         tmp.replace(target)
         return target
 
