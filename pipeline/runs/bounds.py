@@ -27,6 +27,9 @@ MAX_UNARY_RUN = 100
 MAX_JSON_DEPTH = 32
 MAX_AST_DEPTH = 200
 MAX_ANSWER_FILE_BYTES = 4 * MAX_ANSWER_CHARS
+#: a run's event log: read (and imported) only within these (a real run's log holds a few MB, some hundred lines)
+MAX_EVENT_LOG_BYTES = 64 * 2**20
+MAX_EVENT_LOG_LINES = 100_000
 
 _OPEN = {"(": ")", "[": "]", "{": "}"}
 _CLOSE = set(_OPEN.values())
