@@ -98,6 +98,7 @@ def leaks(text: str) -> list[str]:
 def fresh_registry(monkeypatch: pytest.MonkeyPatch) -> None:
     """No secret registered by an earlier test in this process: the command must find them itself."""
     monkeypatch.setattr(redact, "_registered", set())
+    monkeypatch.setattr(redact, "_scanned", set())
 
 
 @pytest.fixture
@@ -201,3 +202,49 @@ def test_an_unknown_kernelskill_variable_is_ignored_with_one_warning(tmp_path: P
     assert bad.returncode == 2 and "Traceback" not in bad.stderr, bad.stderr
     assert [ln for ln in bad.stderr.splitlines() if ln.startswith("error:")] == [
         "error: settings: llm.timeout_s: Input should be a valid number, unable to parse string as a number"]
+
+
+LEAKING_CANDIDATE = """import base64, torch
+# the secrets, as a candidate that got hold of them might carry them (written reversed: no redactor reads that)
+loot = " ".join(s[::-1] for s in {reversed_secrets!r})
+raw = loot.encode()
+print(loot, base64.b64encode(raw).decode(), flush=True)
+
+
+class ModelNew(torch.nn.Module):
+    def forward(self, a, b):
+        raise RuntimeError(loot + " " + base64.b64encode(raw).decode() + " " + raw.hex())
+"""
+
+
+def test_the_gpu_side_redacts_what_the_real_harness_reports(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                                            fresh_registry: None) -> None:
+    """The GPU side loads no settings: it still knows the secret files of the folder it runs in and of
+    ``$KERNELSKILL_HOME``. The real harness (CPU mode) runs a candidate that raises their values, raw, in
+    base64 and in hex (however it got them: the sandbox may hide the files themselves); the recorded event
+    holds none of them."""
+    from kernelskill.pipeline.runs import RunStore, gpu_request, gpu_side
+    from tests.test_loop_helpers import ADD_TASK
+
+    home, work = tmp_path / "home", tmp_path / "work"
+    home.mkdir()
+    work.mkdir()
+    (home / "kernelskill.toml").write_text(f'[llm]\napi_key = "{HOME_KEY}"\n')
+    (work / ".env").write_text(f"DB_PASSWORD={DOTENV_PASS}\nGREETING={DOTENV_PLAIN}\n")
+    monkeypatch.chdir(work)
+    monkeypatch.setenv("KERNELSKILL_HOME", str(home))
+    (work / "add.py").write_text(ADD_TASK)
+    run = RunStore(work / "runs").create(work / "add.py", {"model": "m", "options": {}, "harness": {
+        "timing_trials": 5, "correctness_trials": 1}}, run_id="leak-run")
+    source = LEAKING_CANDIDATE.format(reversed_secrets=[x[::-1] for x in (HOME_KEY, DOTENV_PASS, DOTENV_PLAIN)])
+    rel = run.write_candidate("r00.generate", source)
+    assert (run.path / rel).read_text() == source  # nothing in it to redact
+    run.log.append("loop", "run_paused", {"before": "r00.eval", "side": "gpu",
+                                          "request": gpu_request("eval", "r00.eval", rel) | {"round": 0}})
+    [row] = gpu_side.evaluate_pending([run], gpu_side.HarnessGPU(allow_cpu=True))
+    assert row["status"] == "runtime_error", row
+    events = (run.path / "events.jsonl").read_text()
+    [event] = [e for e in map(json.loads, events.splitlines()) if e["type"] == "eval"]
+    message = event["data"]["result"]["message"]
+    assert "RuntimeError" in message and "[redacted]" in message, message  # it raised, and what it raised is gone
+    assert leaks(events) == []

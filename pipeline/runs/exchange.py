@@ -36,6 +36,7 @@ from kernelskill.pipeline.runs.bounds import (
     text_problem,
 )
 from kernelskill.pipeline.runs.portable import display
+from kernelskill.pipeline.runs.redact import current
 
 log = logging.getLogger(__name__)
 
@@ -131,9 +132,10 @@ class Exchange:
         path = self._request_path(request.id)
         if path.exists():
             return path
+        redactor = current()  # a request is read by whoever answers it: no secret goes into one
         if prompt is not None:
-            atomic_write_text(self._prompt_path(request.id), prompt)
-        atomic_write_text(path, json.dumps(asdict(request), indent=2, sort_keys=True))
+            atomic_write_text(self._prompt_path(request.id), redactor.text(prompt))
+        atomic_write_text(path, json.dumps(redactor.value(asdict(request)), indent=2, sort_keys=True))
         log.info("posted %s request %s (%s)", request.kind, request.id, request.role)
         return path
 

@@ -68,6 +68,7 @@ URL_QUERY_SECRET = re.compile(r"(?i)(?P<keep>[?&](?:api[_-]?key|key|token|access
 
 _URLSAFE = str.maketrans("+/", "-_")
 _registered: set[str] = set()
+_scanned: set[tuple[Path, Path]] = set()
 _lock = threading.Lock()
 _current: tuple[tuple[str, ...], Redactor] | None = None
 
@@ -235,9 +236,26 @@ class Redactor:
         return value
 
 
+def register_default_files() -> None:
+    """Register the secret files a process finds without loaded settings (the GPU side, a library caller):
+    ``$KERNELSKILL_HOME`` (else ``~/.kernelskill``) and the current folder, once per pair of folders."""
+    try:
+        home = Path(os.environ.get("KERNELSKILL_HOME") or "~/.kernelskill").expanduser()
+        cwd = Path.cwd()
+    except (OSError, RuntimeError):  # no current folder or no home: nothing to read there
+        return
+    with _lock:
+        if (home, cwd) in _scanned:
+            return
+        _scanned.add((home, cwd))
+    register(*secret_file_values(home, cwd))
+
+
 def current() -> Redactor:
-    """The redactor of every secret known now (environment and registered), built once per set of secrets."""
+    """The redactor of every secret known now (environment, registered, the secret files of the default
+    home and the current folder), built once per set of secrets."""
     global _current
+    register_default_files()
     values = tuple(secret_values())
     cached = _current
     if cached is not None and cached[0] == values:
