@@ -168,8 +168,8 @@ def test_an_event_log_over_its_caps_is_refused(suite: Path, tmp_path: Path) -> N
 
 
 def test_runs_list_never_reads_a_huge_log(suite: Path, tmp_path: Path) -> None:
-    """A run folder placed by hand with 100 MiB of valid events: `runs list` skips it with a warning (its
-    size is looked at, its log is not read); `runs show` of it says why in one line."""
+    """A run folder placed by hand with 100 MiB of valid events, another with a 3 GB manifest: `runs list`
+    skips them with a warning (their size is looked at, they are not read); `runs show` says why in one line."""
     runs_dir = suite / "runs"
     good = _runs(suite)
     huge = runs_dir / "huge-run-1"
@@ -178,6 +178,10 @@ def test_runs_list_never_reads_a_huge_log(suite: Path, tmp_path: Path) -> None:
     with (huge / "events.jsonl").open("wb") as fh:
         for _ in range(100):
             fh.write(event * (2**20 // len(event)))
+    big_manifest = runs_dir / "big-manifest-1"  # and one whose run.json is 3 GB long (sparse: never read)
+    shutil.copytree(good[0], big_manifest)
+    with (big_manifest / "run.json").open("r+b") as fh:
+        fh.truncate(3 * 2**30)
     out = ks("runs", "list", "--home", str(suite), "--json")  # the suite's runs folder is <suite>/runs
     assert out.exit_code == 0, out.output
     listed = json.loads(out.output[out.output.index("["):])

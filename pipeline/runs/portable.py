@@ -125,21 +125,28 @@ def check_self_contained(run_dir: Path) -> list[Finding]:
     if not manifest.is_file():
         return []
     findings: list[Finding] = []
+    raw, problem = read_bounded(manifest, MAX_EVENT_LINE_CHARS)
+    if raw is None:
+        return [Finding("run.json", 0, problem)]
     try:
-        task = json.loads(manifest.read_text(encoding="utf-8")).get("task") or "task.py"
+        task = json.loads(raw).get("task") or "task.py"
     except json.JSONDecodeError as exc:
         return [Finding("run.json", exc.lineno, f"invalid JSON: {exc.msg}")]
+    except (AttributeError, ValueError, RecursionError):
+        return [Finding("run.json", 1, "not a JSON object")]
     if not _inside(run_dir, str(task)):
         findings.append(Finding("run.json", 1, f"the task {task!r} is not a file inside the run folder"))
-    events = run_dir / "events.jsonl"
-    if events.is_file():
-        for lineno, line in enumerate(events.read_text(encoding="utf-8").splitlines(), 1):
+    data, problem = read_bounded(run_dir / EVENTS_FILE, MAX_EVENT_LOG_BYTES)
+    if problem:
+        findings.append(Finding(EVENTS_FILE, 0, problem))
+    if data is not None:
+        for lineno, line in enumerate(data.decode("utf-8", "replace").splitlines(), 1):
             try:
-                data = json.loads(line).get("data") or {}
-            except (json.JSONDecodeError, AttributeError):
+                event_data = json.loads(line).get("data") or {}
+            except (json.JSONDecodeError, AttributeError, RecursionError):
                 continue  # a torn last line is the run store's business
             for key in ("candidate", "csv"):
-                rel = data.get(key)
+                rel = event_data.get(key) if isinstance(event_data, dict) else None
                 if isinstance(rel, str) and rel and not _inside(run_dir, rel):
                     findings.append(Finding("events.jsonl", lineno, f"{key} {rel!r} is not a file inside the run"))
     return findings
@@ -328,10 +335,16 @@ def validate_run_folder(folder: Path, source: str) -> None:
 
 def _log_extends(old: Path, new: Path) -> bool:
     """Whether the event log in ``new`` holds every event of ``old`` (it is ``old`` plus more lines)."""
-    old_log, new_log = old / "events.jsonl", new / "events.jsonl"
+    old_log, new_log = old / EVENTS_FILE, new / EVENTS_FILE
     if not old_log.is_file():
         return True
-    return new_log.is_file() and new_log.read_bytes().startswith(old_log.read_bytes())
+    if not new_log.is_file() or new_log.stat().st_size < old_log.stat().st_size:
+        return False
+    with old_log.open("rb") as a, new_log.open("rb") as b:  # chunk by chunk: neither is held whole
+        while chunk := a.read(_CHUNK):
+            if b.read(len(chunk)) != chunk:
+                return False
+    return True
 
 
 class _Staged:

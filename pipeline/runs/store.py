@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from kernelskill.errors import KernelskillError
+from kernelskill.pipeline.runs.bounds import read_bounded
 from kernelskill.pipeline.runs.events import (
     CANDIDATES,
     EVENTS,
@@ -28,6 +29,10 @@ from kernelskill.pipeline.runs.portable import display, is_run_id
 from kernelskill.pipeline.runs.redact import current
 
 log = logging.getLogger(__name__)
+
+#: a manifest is a few hundred bytes; a candidate is bounded by the answer bounds (256 K characters)
+MAX_MANIFEST_BYTES = 1 << 20
+MAX_RUN_FILE_BYTES = 4 << 20
 
 
 
@@ -55,12 +60,18 @@ class Run:
     @property
     def manifest(self) -> dict[str, Any]:
         file = self.path / MANIFEST
+        data, problem = read_bounded(file, MAX_MANIFEST_BYTES)
+        if data is None:
+            raise KernelskillError(f"{file}: {problem}" if problem else f"{file}: not a run folder (no {MANIFEST})")
         try:
-            return json.loads(file.read_text())
-        except FileNotFoundError as exc:
-            raise KernelskillError(f"{file}: not a run folder (no {MANIFEST})") from exc
+            value = json.loads(data)
         except json.JSONDecodeError as exc:
             raise KernelskillError(f"{file}:{exc.lineno}: invalid JSON: {exc.msg}") from exc
+        except (ValueError, RecursionError) as exc:
+            raise KernelskillError(f"{file}: invalid JSON: {' '.join(str(exc).split())[:120]}") from exc
+        if not isinstance(value, dict):
+            raise KernelskillError(f"{file}: not a JSON object")
+        return value
 
     @property
     def protocol(self) -> str | None:
@@ -99,7 +110,11 @@ class Run:
         return rel
 
     def read(self, rel: str) -> str:
-        return (self.path / rel).read_text()
+        """A file of the run (a candidate), read within :data:`MAX_RUN_FILE_BYTES`."""
+        data, problem = read_bounded(self.path / rel, MAX_RUN_FILE_BYTES)
+        if data is None:
+            raise KernelskillError(f"{self.path / rel}: {problem or 'no such file'}")
+        return data.decode("utf-8", "replace")
 
     def write_output(self, name: str, text: str) -> Path:
         """Write a file of the run (a report, ``best.py``, a profile) with every secret redacted."""
