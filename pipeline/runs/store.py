@@ -169,7 +169,9 @@ class RunStore:
                 log.warning("skipping %s: not a run id", display(p.name))
                 continue
             try:
-                runs.append(Run(p))
+                run = Run(p)
+                run.manifest  # noqa: B018 - a manifest that does not load (or is too large) is found here
+                runs.append(run)
             except KernelskillError as exc:  # one broken run does not hide the others
                 log.warning("skipping run %s: %s", display(p.name), exc)
         return runs
