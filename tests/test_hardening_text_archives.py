@@ -188,3 +188,15 @@ def test_runs_list_never_reads_a_huge_log(suite: Path, tmp_path: Path) -> None:
     assert sorted(r["id"] for r in listed) == [r.name for r in good]
     line = _one_error_line(ks("runs", "show", huge.name, "--home", str(suite)))
     assert "events.jsonl" in line and "more than a run's event log may hold" in line, line
+
+
+def test_runs_import_of_several_archives_is_all_or_nothing(suite: Path, tmp_path: Path) -> None:
+    runs = _runs(suite)
+    good, bad = _carried(runs[0], tmp_path), _carried(runs[1], tmp_path, "zero_crc")
+    home = tmp_path / "elsewhere"
+    line = _one_error_line(ks("runs", "import", str(good), str(bad), "--home", str(home)))
+    assert bad.name in line and "CRC" in line, line
+    assert not (home / "runs").exists()  # the good one was not taken either
+    out = ks("runs", "import", str(good), str(_carried(runs[1], tmp_path / "fixed")), "--home", str(home), "--json")
+    assert out.exit_code == 0, out.output
+    assert sorted(p.name for p in (home / "runs").iterdir()) == sorted(r.name for r in runs[:2])
