@@ -3,7 +3,9 @@
 Environment variables: ``KERNELSKILL_HOME``, ``KERNELSKILL_LLM_BASE_URL``, ``KERNELSKILL_LLM_MODEL``,
 ``KERNELSKILL_LLM_API_KEY`` (or the variable named by ``llm.api_key_env``, default ``OPENAI_API_KEY``),
 ``KERNELSKILL_LLM_TIMEOUT_S``, ``KERNELSKILL_ARCH``, ``KERNELSKILL_EMBED_MODEL``. Nested keys map as
-``KERNELSKILL_<SECTION>_<KEY>``.
+``KERNELSKILL_<SECTION>_<KEY>``. A ``KERNELSKILL_*`` variable that names no setting is ignored with one warning
+(none for the variables the harness and the tools read directly, :data:`DIRECT_ENV`); a value a setting cannot
+take is an error naming the setting.
 """
 
 from __future__ import annotations

@@ -191,8 +191,8 @@ def encoded_forms(value: str) -> tuple[set[str], set[str]]:
         encoded = base64.b64encode(b"\0" * shift + data).decode("ascii")
         inner = encoded[-(-8 * shift // 6):(8 * (shift + len(data))) // 6]
         b64 |= {inner, inner.translate(_URLSAFE)}
-    keep = lambda forms: {f for f in forms if len(f) >= MIN_ENCODED_CHARS and f != value}  # noqa: E731
-    return keep(plain), keep(b64)
+    return ({f for f in plain if len(f) >= MIN_ENCODED_CHARS and f != value},
+            {f for f in b64 if len(f) >= MIN_ENCODED_CHARS and f != value})
 
 
 class Redactor:
