@@ -3,7 +3,9 @@
 Environment variables: ``KERNELSKILL_HOME``, ``KERNELSKILL_LLM_BASE_URL``, ``KERNELSKILL_LLM_MODEL``,
 ``KERNELSKILL_LLM_API_KEY`` (or the variable named by ``llm.api_key_env``, default ``OPENAI_API_KEY``),
 ``KERNELSKILL_LLM_TIMEOUT_S``, ``KERNELSKILL_ARCH``, ``KERNELSKILL_EMBED_MODEL``. Nested keys map as
-``KERNELSKILL_<SECTION>_<KEY>``.
+``KERNELSKILL_<SECTION>_<KEY>``. A ``KERNELSKILL_*`` variable that names no setting is ignored with one warning
+(none for the variables the harness and the tools read directly, :data:`DIRECT_ENV`); a value a setting cannot
+take is an error naming the setting.
 """
 
 from __future__ import annotations
@@ -152,19 +154,51 @@ def _read_toml(path: Path) -> dict[str, Any]:
         raise KernelskillError(f"{path}: invalid TOML: {exc}") from exc
 
 
+#: ``KERNELSKILL_*`` variables that are no setting but are read directly where they act (the harness, the
+#: profiler, the tests): passed over silently. Any other name that is no setting is ignored with a warning.
+DIRECT_ENV = frozenset({
+    "KERNELSKILL_HARNESS_HIDE", "KERNELSKILL_HARNESS_ISOLATION", "KERNELSKILL_HARNESS_DEVICE",
+    "KERNELSKILL_HARNESS_ARCH", "KERNELSKILL_HARNESS_PCH", "KERNELSKILL_HARNESS_NO_PCH",
+    "KERNELSKILL_HARNESS_NO_HOST_PCH", "KERNELSKILL_HARNESS_HOST_PCH_DIR", "KERNELSKILL_HARNESS_CUBIN_CACHE",
+    "KERNELSKILL_HARNESS_TRAMPOLINE_DIR", "KERNELSKILL_HARNESS_NVCC_SERIAL", "KERNELSKILL_HARNESS_NO_FAST_INLINE",
+    "KERNELSKILL_HARNESS_CACHE_ROOT", "KERNELSKILL_HARNESS_BUILD_CACHE", "KERNELSKILL_NCU",
+    "KERNELSKILL_UPDATE_GOLDEN", "KERNELSKILL_TEST_CACHE", "KERNELSKILL_TEST_DUMP",
+})
+_warned: set[str] = set()
+
+
+def _sections() -> dict[str, type[BaseModel]]:
+    """The tables of the settings (``llm``, ``harness``...) and their models."""
+    out: dict[str, type[BaseModel]] = {}
+    for name, f in Settings.model_fields.items():
+        if isinstance(f.annotation, type) and issubclass(f.annotation, BaseModel):
+            out[name] = f.annotation
+    return out
+
+
 def _env_overrides(environ: dict[str, str]) -> dict[str, Any]:
-    sections = {name for name, f in Settings.model_fields.items() if isinstance(f.default_factory, type)}
-    sections |= {"llm", "embed", "harness", "loop", "bench"}
+    """The settings named by ``KERNELSKILL_<SECTION>_<KEY>`` / ``KERNELSKILL_<KEY>`` variables. A variable
+    that names no setting is ignored (one warning per name and process; none for :data:`DIRECT_ENV`): a
+    variable meant for another version or another tool never stops a command. A mistyped *value* of a real
+    setting is still refused when the settings are validated."""
+    sections = _sections()
     out: dict[str, Any] = {}
+    unknown: list[str] = []
     for key, value in environ.items():
         if not key.startswith(ENV_PREFIX) or not value:
             continue
         name = key[len(ENV_PREFIX) :].lower()
         head, _, rest = name.partition("_")
-        if head in sections and rest:
+        if head in sections and rest in sections[head].model_fields:
             out.setdefault(head, {})[rest] = value
-        elif name in Settings.model_fields:
+        elif name in Settings.model_fields and name not in sections:
             out[name] = value
+        elif key not in DIRECT_ENV and key not in _warned:
+            unknown.append(key)
+    if unknown:
+        _warned.update(unknown)
+        names = ", ".join(sorted(unknown))
+        log.warning("ignoring %s: names no setting", names[:300])
     return out
 
 

@@ -29,8 +29,11 @@ class Ctx:
 
     def settings(self, **overrides: Any):  # -> Settings (imported lazily for start-up speed)
         from kernelskill.config import load_settings
+        from kernelskill.pipeline.runs.redact import register_settings
 
-        return load_settings(home=self.home, overrides=overrides or None)
+        settings = load_settings(home=self.home, overrides=overrides or None)
+        register_settings(settings)  # every configured key and secret-file value is redacted from now on
+        return settings
 
 
 def to_jsonable(data: Any) -> Any:

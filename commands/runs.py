@@ -405,13 +405,12 @@ def export_cmd(ctx, run_ids: tuple[str, ...], output: str | None) -> None:
               help="Take back a run that exists here (only when the archive's log extends the local one).")
 @common_options
 def import_cmd(ctx, archives: tuple[Path, ...], into: Path | None, replace: bool) -> None:
-    """Unpack run archives (from `runs export` or gpu_side --export-to) into the runs folder."""
+    """Unpack run archives (from `runs export` or gpu_side --export-to) into the runs folder; all or nothing."""
     from kernelskill.pipeline.runs import Run
-    from kernelskill.pipeline.runs.portable import import_run
+    from kernelskill.pipeline.runs.portable import import_archives
 
-    rows = []
-    for archive in archives:
-        dest = import_run(archive, into or ctx.settings().runs_dir, replace=replace, require=("run.json",))
-        rows.append({"run": dest.name, "path": str(dest), "status": Run(dest).status()})
+    # all or nothing: one refused archive imports none of them
+    dests = import_archives(list(archives), into or ctx.settings().runs_dir, replace=replace, require=("run.json",))
+    rows = [{"run": dest.name, "path": str(dest), "status": Run(dest).status()} for dest in dests]
     emit(ctx, rows, lambda items: [click.echo(f"imported {d['run']} ({d['status']}) into {d['path']}")
                                    for d in items])

@@ -307,6 +307,10 @@ def parse_csv_text(text: str, source: str = "<profile>", field_map: FieldMap | N
             except ValueError:
                 raise KernelskillError(f"{source}:{n}: column {raw!r} ({field}) holds {row[i][:40]!r}, "
                                        f"not a number") from None
+            if v is None and fmap.fields.get(field, {}).get("required"):
+                cell = repr(row[i].strip()[:40]) if row[i].strip() else "an empty cell"
+                raise KernelskillError(f"{source}:{n}: column {raw!r} ({field}) is required and holds {cell}, "
+                                       "not a number; a profile without it is not usable")
             if v is not None:
                 v *= factor
                 problem = value_problem(v, targets[field], field)

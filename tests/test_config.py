@@ -33,3 +33,20 @@ def test_bad_toml_names_file(tmp_path: Path) -> None:
 def test_bad_value_names_field(tmp_path: Path) -> None:
     with pytest.raises(KernelskillError, match="llm.timeout_s"):
         load_settings(home=tmp_path, environ={"KERNELSKILL_LLM_TIMEOUT_S": "soon"}, cwd=tmp_path)
+
+
+def test_a_variable_that_names_no_setting_is_ignored_with_one_warning(tmp_path: Path, caplog) -> None:
+    import logging
+
+    from kernelskill import config
+
+    config._warned.discard("KERNELSKILL_LOOP_NO_SUCH_THING")
+    env = {"KERNELSKILL_HARNESS_HIDE": "/x", "KERNELSKILL_LOOP_NO_SUCH_THING": "3", "KERNELSKILL_LOOP_ROUNDS": "4"}
+    with caplog.at_level(logging.WARNING, logger="kernelskill.config"):
+        first = load_settings(home=tmp_path, environ=env, cwd=tmp_path)
+        load_settings(home=tmp_path, environ=env, cwd=tmp_path)
+    assert first.loop.rounds == 4
+    warned = [r.getMessage() for r in caplog.records]
+    assert len(warned) == 1 and "KERNELSKILL_LOOP_NO_SUCH_THING" in warned[0] and "HIDE" not in warned[0]
+    with pytest.raises(KernelskillError, match="loop.rounds"):
+        load_settings(home=tmp_path, environ={**env, "KERNELSKILL_LOOP_ROUNDS": "many"}, cwd=tmp_path)

@@ -84,7 +84,8 @@ def test_a_run_holding_an_unparseable_step_still_resumes(tmp_path: Path, task_fi
         out = ks("runs", "resume", run_id, "--home", home, *PLUGINS)
         assert out.exit_code == 3 and "r00.generate.1" in out.output, out.output
         assert out.exception is None or isinstance(out.exception, SystemExit)
-    assert (run_dir / "exchange" / "r00.generate.1.answer.refused").is_file()
+    assert (run_dir / "exchange" / "r00.generate.1.answer.json.rejected-1").is_file()
+    assert "brackets nest" in (run_dir / "exchange" / "rejected.log").read_text()
     good = tmp_path / "good.txt"
     good.write_text(fenced(kernel("speedup=1.20", "seed")))
     assert ks("runs", "answer", run_id, "r00.generate.1", str(good), "--home", home).exit_code == 0

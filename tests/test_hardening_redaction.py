@@ -65,3 +65,36 @@ def test_events_prompts_and_exchange_files_hold_no_secret(secrets_env: Path, tmp
     client.chat("diagnoser", messages, step="r00.diagnose.1")
     stored = (run / EVENTS).read_text()
     assert "llm_call" in stored and _leak(stored) == [], _leak(stored)
+
+
+def test_encoded_forms_of_a_known_value_are_redacted() -> None:
+    import base64
+    import urllib.parse
+
+    secret = "plain-looking-value-1234"
+    r = Redactor([secret, secret + "/+="])
+    inside = f"config: token={secret} end".encode()
+    for text in (base64.b64encode(inside).decode(), base64.urlsafe_b64encode(b"?" + inside).decode(),
+                 base64.encodebytes(b"ab" + inside * 3).decode(), inside.hex(), inside.hex().upper(),
+                 "https://x/?q=" + urllib.parse.quote(secret + "/+=", safe="")):
+        out = r.text(text)
+        assert REDACTED in out, text
+        assert secret not in out and secret.encode().hex() not in out.lower()
+    assert r.text("nothing secret here, just words") == "nothing secret here, just words"
+
+
+def test_secret_files_beside_the_run_are_registered(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from kernelskill.pipeline.runs import redact
+
+    monkeypatch.setattr(redact, "_registered", set())
+    home, work = tmp_path / "home", tmp_path / "work"
+    home.mkdir()
+    work.mkdir()
+    (home / "kernelskill.toml").write_text('[llm]\napi_key = "home-key-abcdef"\napi_key_env = "SOME_VAR_NAME"\n'
+                                           '[other]\nservice_token = "svc-token-123456"\n')
+    (work / ".env").write_text('# x\nexport A="quoted-value-1"\nB=bare-value-2 # comment\nshort=abc\n')
+    monkeypatch.chdir(work)
+    redact.register_settings(type("S", (), {"home": home, "llm": None})())
+    known = set(redact.secret_values({}))
+    assert {"home-key-abcdef", "svc-token-123456", "quoted-value-1", "bare-value-2"} <= known
+    assert "SOME_VAR_NAME" not in known and "abc" not in known

@@ -14,6 +14,9 @@ from __future__ import annotations
 
 import ast
 import json
+import os
+import stat
+from pathlib import Path
 from typing import Any
 
 from kernelskill.expr import ast_depth
@@ -24,6 +27,9 @@ MAX_UNARY_RUN = 100
 MAX_JSON_DEPTH = 32
 MAX_AST_DEPTH = 200
 MAX_ANSWER_FILE_BYTES = 4 * MAX_ANSWER_CHARS
+#: a run's event log: read (and imported) only within these (a real run's log holds a few MB, some hundred lines)
+MAX_EVENT_LOG_BYTES = 64 * 2**20
+MAX_EVENT_LOG_LINES = 100_000
 
 _OPEN = {"(": ")", "[": "]", "{": "}"}
 _CLOSE = set(_OPEN.values())
@@ -71,14 +77,57 @@ def text_problem(text: str) -> str:
     return ""
 
 
-def decode_text(data: bytes, source: str) -> tuple[str | None, str]:
+def decode_text(data: bytes, source: str, limit: int = MAX_ANSWER_FILE_BYTES) -> tuple[str | None, str]:
     """``(text, "")`` for UTF-8 bytes within the size bound, else ``(None, reason)``."""
-    if len(data) > MAX_ANSWER_FILE_BYTES:
-        return None, f"{source}: {len(data):,} bytes (at most {MAX_ANSWER_FILE_BYTES:,})"
+    if len(data) > limit:
+        return None, f"{source}: {len(data):,} bytes (at most {limit:,})"
     try:
         return data.decode("utf-8-sig"), ""
     except UnicodeDecodeError as exc:
         return None, f"{source}: not UTF-8 text (byte {exc.start}: {data[exc.start:exc.start + 1]!r})"
+
+
+def read_bounded(path: Path, limit: int) -> tuple[bytes | None, str]:
+    """The bytes of a regular file of at most ``limit`` bytes: ``(data, "")``; ``(None, "")`` when there is
+    no such path; ``(None, reason)`` for a folder, a symbolic link (never followed: a link to /dev/zero is
+    not read), a device or FIFO, or a file over the limit. The size is checked before anything is read, and
+    never more than ``limit + 1`` bytes are read (a file that grows meanwhile is refused too)."""
+    try:
+        st = os.lstat(path)
+    except FileNotFoundError:
+        return None, ""
+    except OSError as exc:
+        return None, f"cannot be read ({exc.strerror or exc})"
+    if stat.S_ISLNK(st.st_mode):
+        return None, "a symbolic link, not a file"
+    if stat.S_ISDIR(st.st_mode):
+        return None, "a folder, not a file"
+    if not stat.S_ISREG(st.st_mode):
+        return None, "not a regular file"
+    if st.st_size > limit:
+        return None, f"{st.st_size:,} bytes (at most {limit:,})"
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
+    except OSError as exc:
+        return None, f"cannot be read ({exc.strerror or exc})"
+    try:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):  # replaced between the two looks
+            return None, "not a regular file"
+        chunks: list[bytes] = []
+        size = 0
+        while size <= limit:
+            chunk = os.read(fd, limit + 1 - size)
+            if not chunk:
+                break
+            chunks.append(chunk)
+            size += len(chunk)
+    except OSError as exc:
+        return None, f"cannot be read ({exc.strerror or exc})"
+    finally:
+        os.close(fd)
+    if size > limit:
+        return None, f"more than {limit:,} bytes"
+    return b"".join(chunks), ""
 
 
 def parse_python(code: str) -> tuple[ast.Module | None, str]:

@@ -17,7 +17,8 @@ from pathlib import Path
 from typing import Any
 
 from kernelskill.errors import KernelskillError
-from kernelskill.pipeline.runs.redact import Redactor
+from kernelskill.pipeline.runs.bounds import MAX_EVENT_LOG_BYTES, MAX_EVENT_LOG_LINES, read_bounded
+from kernelskill.pipeline.runs.redact import Redactor, current
 
 log = logging.getLogger(__name__)
 
@@ -76,9 +77,16 @@ class EventLog:
 
     # reading --------------------------------------------------------------------------------
     def _read(self) -> Iterator[dict[str, Any]]:
-        if not self.path.exists():
+        """The events, within :data:`MAX_EVENT_LOG_BYTES` and :data:`MAX_EVENT_LOG_LINES` (the size is looked at
+        before anything is read: a log over them is refused in one line, never read whole)."""
+        data, problem = read_bounded(self.path, MAX_EVENT_LOG_BYTES)
+        if data is None:
+            if problem:
+                raise KernelskillError(f"{self.path}: {problem}, more than a run's event log may hold; not read")
             return
-        data = self.path.read_bytes()
+        if data.count(b"\n") > MAX_EVENT_LOG_LINES:
+            raise KernelskillError(f"{self.path}: more than {MAX_EVENT_LOG_LINES:,} events, more than a run's "
+                                   "event log may hold; not read")
         lines = data.split(b"\n")
         for number, line in enumerate(lines, start=1):
             if not line.strip():
@@ -104,7 +112,7 @@ class EventLog:
 
     # writing --------------------------------------------------------------------------------
     def _clean(self, value: Any, redactor: Redactor | None = None) -> Any:
-        redactor = redactor or Redactor()
+        redactor = redactor or current()
         if isinstance(value, str):
             for needle, replacement in self._scrub:
                 value = value.replace(needle, replacement)

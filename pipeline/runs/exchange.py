@@ -28,13 +28,25 @@ from pathlib import Path
 from typing import Any, Literal
 
 from kernelskill.errors import KernelskillError
-from kernelskill.pipeline.runs.bounds import decode_text, text_problem
+from kernelskill.pipeline.runs.bounds import (
+    MAX_ANSWER_FILE_BYTES,
+    decode_text,
+    loads_json,
+    read_bounded,
+    text_problem,
+)
+from kernelskill.pipeline.runs.portable import display
+from kernelskill.pipeline.runs.redact import current
 
 log = logging.getLogger(__name__)
 
 Kind = Literal["llm", "gpu"]
 EXCHANGE_DIR = "exchange"
 _ID_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.\-]{0,127}$")
+#: a request holds a whole prompt (the conversation so far): larger than an answer, still bounded
+MAX_REQUEST_FILE_BYTES = 16 * MAX_ANSWER_FILE_BYTES
+#: one line per answer file set aside: when, which file, its new name, why
+REJECTED_LOG = "rejected.log"
 
 
 class ExchangeError(KernelskillError):
@@ -120,67 +132,141 @@ class Exchange:
         path = self._request_path(request.id)
         if path.exists():
             return path
+        redactor = current()  # a request is read by whoever answers it: no secret goes into one
         if prompt is not None:
-            atomic_write_text(self._prompt_path(request.id), prompt)
-        atomic_write_text(path, json.dumps(asdict(request), indent=2, sort_keys=True))
+            atomic_write_text(self._prompt_path(request.id), redactor.text(prompt))
+        atomic_write_text(path, json.dumps(redactor.value(asdict(request)), indent=2, sort_keys=True))
         log.info("posted %s request %s (%s)", request.kind, request.id, request.role)
         return path
 
-    def answer_for(self, rid: str) -> Answer | None:
-        """The stored answer of ``rid``; None when there is none, or when the file cannot be read as one
-        (it is then set aside, and the step waits for a new answer)."""
-        path = self._answer_path(rid)
-        if not path.is_file():
-            return None
-        text, problem = decode_text(path.read_bytes(), str(path))
-        data: Any = None
-        if text is not None:
-            try:
-                data = json.loads(text)
-            except (ValueError, RecursionError) as exc:
-                problem = f"{path.name}: not JSON ({' '.join(str(exc).split())[:120]})"
-        if data is not None and not (isinstance(data, dict) and set(data) <= set(Answer.__dataclass_fields__)
-                                     and isinstance(data.get("id"), str)):
-            problem = f"{path.name}: not an answer record"
-        if problem:
-            log.warning("%s; set aside", problem)
-            self.set_aside(rid, problem)
-            return None
-        return Answer(**data)
+    def answer_for(self, rid: str, kind: Kind | None = None) -> Answer | None:
+        """The stored answer of ``rid``; None when there is none, or when the file is not a valid answer for
+        that step (it is then set aside with its reason, and the step waits for a new answer).
 
-    def set_aside(self, rid: str, reason: str) -> None:
-        """Move an unusable answer file out of the way (kept for inspection as ``<id>.answer.refused``)."""
+        Valid: a regular file (not a folder, a link or a device) of at most ``MAX_ANSWER_FILE_BYTES``, UTF-8
+        JSON, an object of the answer's fields whose ``id`` is ``rid``; for an LLM step (``kind``, else the
+        kind of the posted request) a non-empty ``text`` within the bounds, for a GPU step a ``result``
+        object."""
+        path = self._answer_path(self.check_id(rid))
+        data, problem = read_bounded(path, MAX_ANSWER_FILE_BYTES)
+        if data is None and not problem:
+            return None  # no answer yet
+        answer: Answer | None = None
+        if data is not None:
+            answer, problem = self._parse_answer(rid, data, kind or self._kind_of(rid))
+        if answer is None:
+            log.warning("%s: %s; set aside, the step waits for a new answer", path.name, problem)
+            self.set_aside(rid, problem)
+        return answer
+
+    def _kind_of(self, rid: str) -> Kind | None:
+        try:
+            return self.request(rid).kind
+        except ExchangeError:
+            return None  # an answer placed before its request: checked against both shapes
+
+    @staticmethod
+    def _parse_answer(rid: str, data: bytes, kind: Kind | None) -> tuple[Answer | None, str]:
+        """``(answer, "")`` or ``(None, reason)`` for the bytes of an answer file."""
+        text, problem = decode_text(data, f"{rid}.answer.json")
+        if text is None:
+            return None, problem
+        try:  # at most MAX_ANSWER_FILE_BYTES: the brackets inside the text are the text's business
+            value = json.loads(text)
+        except (ValueError, RecursionError) as exc:
+            return None, f"not JSON ({' '.join(str(exc).split())[:120]})"
+        fields = Answer.__dataclass_fields__
+        if not isinstance(value, dict) or not set(value) <= set(fields):
+            extra = sorted(set(value) - set(fields)) if isinstance(value, dict) else []
+            return None, "not an answer record" + (f" (unknown fields {', '.join(map(str, extra))[:80]})"
+                                                   if extra else "")
+        if value.get("id") != rid:
+            return None, f"its id {display(str(value.get('id')))!r} is not this step's ({rid!r})"
+        for name, types in (("text", str), ("result", dict), ("answered_by", str), ("answered_at", str)):
+            if value.get(name) is not None and not isinstance(value[name], types):
+                return None, f"{name} is a {type(value[name]).__name__}, not a {types.__name__}"
+        llm_ok = isinstance(value.get("text"), str) and value["text"].strip() != ""
+        gpu_ok = isinstance(value.get("result"), dict)
+        if kind == "llm" and not llm_ok:
+            return None, "an LLM step's answer needs a non-empty text"
+        if kind == "gpu" and not gpu_ok:
+            return None, "a GPU step's answer needs a result object"
+        if kind is None and not (llm_ok or gpu_ok):
+            return None, "the answer has neither a text nor a result"
+        if llm_ok and kind != "gpu":
+            problem = text_problem(value["text"])
+            if problem:
+                return None, problem
+        return Answer(**value), ""
+
+    def set_aside(self, rid: str, reason: str) -> Path | None:
+        """Move an unusable answer (a file, a folder or a link) out of the way as
+        ``<id>.answer.json.rejected-<n>`` and note why in ``exchange/rejected.log``; returns the new path."""
         path = self._answer_path(rid)
-        if path.exists():
-            os.replace(path, path.with_name(f"{rid}.answer.refused"))
-            log.info("answer of %s set aside: %s", rid, reason)
+        if not os.path.lexists(path):
+            return None
+        n = 1
+        while os.path.lexists(path.with_name(f"{path.name}.rejected-{n}")):
+            n += 1
+        target = path.with_name(f"{path.name}.rejected-{n}")
+        os.rename(path, target)
+        line = f"{_now()} {path.name} -> {target.name}: {display(' '.join(reason.split()), 300)}\n"
+        with (self.dir / REJECTED_LOG).open("a", encoding="utf-8") as fh:
+            fh.write(line)
+        log.info("answer of %s set aside as %s: %s", rid, target.name, reason)
+        return target
 
     # the answering side ------------------------------------------------------------------
     def request(self, rid: str) -> Request:
         path = self._request_path(self.check_id(rid))
-        if not path.is_file():
+        data, problem = read_bounded(path, MAX_REQUEST_FILE_BYTES)
+        if data is None and not problem:
             raise ExchangeError(f"{self.run_dir.name}: no request {rid!r} (see `kernelskill runs pending`)")
-        return Request.from_dict(json.loads(path.read_text(encoding="utf-8")))
+        request, problem = (None, problem) if data is None else self._parse_request(rid, data)
+        if request is None:
+            raise ExchangeError(f"{self.run_dir.name}: {path.name}: {problem}")
+        return request
+
+    @staticmethod
+    def _parse_request(rid: str, data: bytes) -> tuple[Request | None, str]:
+        text, problem = decode_text(data, f"{rid}.request.json", MAX_REQUEST_FILE_BYTES)
+        if text is None:
+            return None, problem
+        value, problem = loads_json(text, max_chars=MAX_REQUEST_FILE_BYTES)
+        if problem:
+            return None, f"not JSON: {problem}"
+        if not (isinstance(value, dict) and value.get("id") == rid and value.get("kind") in ("llm", "gpu")
+                and isinstance(value.get("role"), str) and isinstance(value.get("payload", {}), dict)
+                and isinstance(value.get("expects", {}), dict)):
+            return None, "not a request record for this step"
+        return Request.from_dict(value), ""
 
     def prompt(self, rid: str) -> str | None:
-        path = self._prompt_path(rid)
-        return path.read_text(encoding="utf-8") if path.is_file() else None
+        data, _ = read_bounded(self._prompt_path(self.check_id(rid)), MAX_REQUEST_FILE_BYTES)
+        return data.decode("utf-8", "replace") if data is not None else None
 
     def requests(self) -> Iterator[Request]:
+        """Every posted request; a request file damaged by hand is skipped with a warning."""
         if not self.dir.is_dir():
             return
         for path in sorted(self.dir.glob("*.request.json")):
-            yield Request.from_dict(json.loads(path.read_text(encoding="utf-8")))
+            rid = path.name[: -len(".request.json")]
+            try:
+                yield self.request(rid)
+            except ExchangeError as exc:
+                log.warning("%s", exc)
 
     def pending(self, kind: Kind | None = None) -> list[Request]:
+        """The requests without a valid answer (an invalid one is set aside here, so the step shows as
+        waiting)."""
         return [r for r in self.requests()
-                if (kind is None or r.kind == kind) and not self._answer_path(r.id).exists()]
+                if (kind is None or r.kind == kind) and self.answer_for(r.id, r.kind) is None]
 
     def put_answer(self, answer: Answer) -> Path:
         """Store an answer that the caller has already validated. An answer is final once written."""
         req = self.request(answer.id)
         path = self._answer_path(req.id)
-        if path.exists():
+        if self.answer_for(req.id, req.kind) is not None:  # an unusable file there is set aside first
             raise ExchangeError(f"request {req.id!r} is already answered")
         if req.kind == "llm" and answer.text is None:
             raise ExchangeError(f"request {req.id!r} is an llm step: the answer needs text")

@@ -23,7 +23,13 @@ from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 
 from kernelskill.errors import KernelskillError
-from kernelskill.pipeline.runs.bounds import loads_json
+from kernelskill.pipeline.runs.bounds import (
+    MAX_EVENT_LOG_BYTES,
+    MAX_EVENT_LOG_LINES,
+    loads_json,
+    read_bounded,
+)
+from kernelskill.pipeline.runs.redact import current
 
 log = logging.getLogger(__name__)
 
@@ -34,6 +40,7 @@ _SECRET_PATTERNS = [
     re.compile(r"(?i)\"?(api[_-]?key|authorization|bearer)\"?\s*[:=]\s*\"?(?!null|none|\"\")[A-Za-z0-9_\-\.]{12,}"),
 ]
 _SKIP_DIRS = {"__pycache__", "build", ".cache"}
+EVENTS_FILE = "events.jsonl"
 _SKIP_FILES = {".lock"}  # the run's process lock: per machine, never carried
 
 
@@ -69,20 +76,30 @@ def _files(run_dir: Path):
 
 
 def check_portable(run_dir: Path) -> list[Finding]:
-    """Absolute paths of this machine, host names and credentials found in the run's text files."""
+    """Absolute paths of this machine, host names and credentials found in the run's files: every file is
+    searched for the configured secrets (:func:`~kernelskill.pipeline.runs.redact.current`: keys, secret-file
+    values and their encoded forms, whatever their shape); text files also for machine names and
+    credential shapes."""
     run_dir = Path(run_dir)
     markers = _machine_markers(run_dir)
+    redactor = current()
     findings: list[Finding] = []
     for path in _files(run_dir):
         rel = path.relative_to(run_dir).as_posix()
         if path.is_symlink():
             findings.append(Finding(rel, 0, "symbolic link"))
             continue
-        if path.suffix not in _TEXT_SUFFIXES:
-            continue
         try:
-            text = path.read_text(encoding="utf-8")
-        except (UnicodeDecodeError, OSError):
+            with path.open("rb") as fh:
+                data = fh.read(MAX_MEMBER_BYTES + 1)
+        except OSError as exc:
+            findings.append(Finding(rel, 0, f"unreadable ({exc.strerror or exc})"))
+            continue
+        text = data.decode("utf-8", "replace")
+        if redactor.holds_known(text):
+            line = next((n for n, ln in enumerate(text.splitlines(), 1) if redactor.holds_known(ln)), 0)
+            findings.append(Finding(rel, line, "holds a configured secret (a key or a secret-file value)"))
+        if path.suffix not in _TEXT_SUFFIXES:
             continue
         for lineno, line in enumerate(text.splitlines(), 1):
             for marker in markers:
@@ -108,21 +125,28 @@ def check_self_contained(run_dir: Path) -> list[Finding]:
     if not manifest.is_file():
         return []
     findings: list[Finding] = []
+    raw, problem = read_bounded(manifest, MAX_EVENT_LINE_CHARS)
+    if raw is None:
+        return [Finding("run.json", 0, problem)]
     try:
-        task = json.loads(manifest.read_text(encoding="utf-8")).get("task") or "task.py"
+        task = json.loads(raw).get("task") or "task.py"
     except json.JSONDecodeError as exc:
         return [Finding("run.json", exc.lineno, f"invalid JSON: {exc.msg}")]
+    except (AttributeError, ValueError, RecursionError):
+        return [Finding("run.json", 1, "not a JSON object")]
     if not _inside(run_dir, str(task)):
         findings.append(Finding("run.json", 1, f"the task {task!r} is not a file inside the run folder"))
-    events = run_dir / "events.jsonl"
-    if events.is_file():
-        for lineno, line in enumerate(events.read_text(encoding="utf-8").splitlines(), 1):
+    data, problem = read_bounded(run_dir / EVENTS_FILE, MAX_EVENT_LOG_BYTES)
+    if problem:
+        findings.append(Finding(EVENTS_FILE, 0, problem))
+    if data is not None:
+        for lineno, line in enumerate(data.decode("utf-8", "replace").splitlines(), 1):
             try:
-                data = json.loads(line).get("data") or {}
-            except (json.JSONDecodeError, AttributeError):
+                event_data = json.loads(line).get("data") or {}
+            except (json.JSONDecodeError, AttributeError, RecursionError):
                 continue  # a torn last line is the run store's business
             for key in ("candidate", "csv"):
-                rel = data.get(key)
+                rel = event_data.get(key) if isinstance(event_data, dict) else None
                 if isinstance(rel, str) and rel and not _inside(run_dir, rel):
                     findings.append(Finding("events.jsonl", lineno, f"{key} {rel!r} is not a file inside the run"))
     return findings
@@ -152,10 +176,15 @@ def export_run(run_dir: Path, archive: Path | None = None) -> Path:
     return archive
 
 
-#: caps on what an archive may unpack to (a run folder is a few MB; a gzip bomb is refused at its header)
+#: caps on what an archive may unpack to (a run folder is a few MB; a gzip bomb is refused at its header,
+#: and a member whose data runs past its header is cut off at the header's size)
 MAX_MEMBERS = 20_000
-MAX_MEMBER_BYTES = 512 * 2**20
-MAX_TOTAL_BYTES = 2 * 2**30
+MAX_MEMBER_BYTES = 128 * 2**20
+MAX_TOTAL_BYTES = 512 * 2**20
+#: what a whole bundle may unpack to (every run of it is staged before any is placed)
+MAX_BUNDLE_BYTES = 4 * MAX_TOTAL_BYTES
+#: bytes after a tar's end-of-archive blocks (a tar's own padding is under 10 KiB)
+MAX_TRAILING_BYTES = 2**20
 MAX_EVENT_LINE_CHARS = 32 * 2**20
 _RUN_ID_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.\-]{0,127}$")
 _CHUNK = 2**20
@@ -172,9 +201,10 @@ def is_run_id(name: str) -> bool:
     return bool(_RUN_ID_RE.match(name))
 
 
-def _copy_bounded(src, dest: Path, size: int, archive: Path, name: str) -> None:
-    """Copy a member's data in chunks, never more than its header said (nor more than the cap)."""
-    written = 0
+def _copy_bounded(src, dest: Path, size: int, archive: Path, name: str, *, max_lines: int | None = None) -> None:
+    """Copy a member's data in chunks, never more than its header said (nor more than the cap); with
+    ``max_lines``, refuse it as soon as it holds more lines than that."""
+    written = lines = 0
     with src, open(dest, "wb") as out:
         while True:
             chunk = src.read(_CHUNK)
@@ -183,7 +213,28 @@ def _copy_bounded(src, dest: Path, size: int, archive: Path, name: str) -> None:
             written += len(chunk)
             if written > min(size, MAX_MEMBER_BYTES):
                 raise PortabilityError(f"{archive}: member {display(name)} holds more than its header says")
+            if max_lines is not None:
+                lines += chunk.count(b"\n")
+                if lines > max_lines:
+                    raise PortabilityError(f"{archive}: {display(name)} holds more than {max_lines:,} lines "
+                                           f"(at most {max_lines:,} events in a run's log)")
             out.write(chunk)
+
+
+def _read_to_end(tar: tarfile.TarFile, archive: Path) -> None:
+    """Read what follows the last member, so a compressed stream is checked to its end (gzip's CRC and
+    length trailer; a zeroed CRC is refused) and trailing data stays within :data:`MAX_TRAILING_BYTES`."""
+    stream = tar.fileobj
+    if stream is None:  # pragma: no cover - tarfile always has one when reading
+        return
+    trailing = 0
+    while True:
+        chunk = stream.read(_CHUNK)
+        if not chunk:
+            return
+        trailing += len(chunk)
+        if trailing > MAX_TRAILING_BYTES:
+            raise PortabilityError(f"{archive}: more than {MAX_TRAILING_BYTES:,} bytes after the last member")
 
 
 def _extract(archive: Path, staging: Path) -> str:
@@ -222,11 +273,16 @@ def _extract(archive: Path, staging: Path) -> str:
             total += m.size
             if total > MAX_TOTAL_BYTES:
                 raise PortabilityError(f"{archive}: unpacks to more than {MAX_TOTAL_BYTES:,} bytes")
+            events = len(parts) == 2 and parts[1] == EVENTS_FILE
+            if events and m.size > MAX_EVENT_LOG_BYTES:
+                raise PortabilityError(f"{archive}: {display(name)} unpacks to {m.size:,} bytes (at most "
+                                       f"{MAX_EVENT_LOG_BYTES:,} for a run's event log)")
             target.parent.mkdir(parents=True, exist_ok=True)
             src = tar.extractfile(m)
             if src is None:
                 raise PortabilityError(f"{archive}: member {display(name)!r} has no data")
-            _copy_bounded(src, target, m.size, archive, name)
+            _copy_bounded(src, target, m.size, archive, name, max_lines=MAX_EVENT_LOG_LINES if events else None)
+        _read_to_end(tar, archive)
     if top is None:
         raise PortabilityError(f"{archive}: empty archive")
     return top
@@ -240,16 +296,24 @@ def validate_run_folder(folder: Path, source: str) -> None:
         rel = path.relative_to(folder).as_posix()
         if path.parent.name == "exchange" and path.name.endswith(".answer.json"):
             continue  # an unusable answer file is set aside when the run reads it
-        value, problem = loads_json(path.read_bytes().decode("utf-8", "replace"), max_chars=MAX_EVENT_LINE_CHARS)
+        raw, problem = read_bounded(path, MAX_EVENT_LINE_CHARS)
+        if raw is None:
+            raise PortabilityError(f"{source}: {display(rel)}: {problem}")
+        value, problem = loads_json(raw.decode("utf-8", "replace"), max_chars=MAX_EVENT_LINE_CHARS)
         if problem:
             raise PortabilityError(f"{source}: {display(rel)}: {problem}")
         if path.name == "run.json" and not isinstance(value, dict):
             raise PortabilityError(f"{source}: {display(rel)}: not a JSON object")
-    events = folder / "events.jsonl"
+    events = folder / EVENTS_FILE
     if not events.is_file():
         return
-    data = events.read_bytes()
+    data, problem = read_bounded(events, MAX_EVENT_LOG_BYTES)
+    if data is None:
+        raise PortabilityError(f"{source}: {display(folder.name)}/{EVENTS_FILE}: {problem}")
     lines = data.split(b"\n")
+    if len(lines) > MAX_EVENT_LOG_LINES + 1:
+        raise PortabilityError(f"{source}: {display(folder.name)}/{EVENTS_FILE}: more than "
+                               f"{MAX_EVENT_LOG_LINES:,} lines")
     for number, raw in enumerate(lines, 1):
         if not raw.strip():
             continue
@@ -271,59 +335,135 @@ def validate_run_folder(folder: Path, source: str) -> None:
 
 def _log_extends(old: Path, new: Path) -> bool:
     """Whether the event log in ``new`` holds every event of ``old`` (it is ``old`` plus more lines)."""
-    old_log, new_log = old / "events.jsonl", new / "events.jsonl"
+    old_log, new_log = old / EVENTS_FILE, new / EVENTS_FILE
     if not old_log.is_file():
         return True
-    return new_log.is_file() and new_log.read_bytes().startswith(old_log.read_bytes())
+    if not new_log.is_file() or new_log.stat().st_size < old_log.stat().st_size:
+        return False
+    with old_log.open("rb") as a, new_log.open("rb") as b:  # chunk by chunk: neither is held whole
+        while chunk := a.read(_CHUNK):
+            if b.read(len(chunk)) != chunk:
+                return False
+    return True
 
 
-def import_run(archive: Path, runs_dir: Path, *, replace: bool = False, require: tuple[str, ...] = ()) -> Path:
-    """Unpack an exported run under ``runs_dir``; returns the run folder.
+class _Staged:
+    """One run unpacked and checked in a staging folder, waiting to be placed."""
 
-    All or nothing: the archive is unpacked into a temporary folder (within the member, count and size
-    caps), checked (safe names, a run id, every JSON file and event line loads), and only then renamed
-    into place; a refused archive leaves nothing behind (not even a runs folder it had to create).
-    ``replace`` takes a run back that exists here already (carried to another machine and back): only
-    when the archive's event log extends the local one, so no recorded step is ever lost. ``require``
-    names files the run folder must hold (``run.json``); without them nothing is imported."""
-    archive = Path(archive)
-    if not archive.is_file():
-        raise PortabilityError(f"{archive}: no such archive")
-    runs_dir = Path(runs_dir)
-    created = [p for p in [runs_dir, *runs_dir.parents] if not p.exists()]
-    runs_dir.mkdir(parents=True, exist_ok=True)
-    staging = Path(tempfile.mkdtemp(prefix=".import-", dir=runs_dir))
-    done = False
+    def __init__(self, archive: Path, top: str, folder: Path) -> None:
+        self.archive, self.top, self.folder = archive, top, folder
+
+
+def _stage(archive: Path, staging: Path, require: tuple[str, ...]) -> _Staged:
+    """Unpack ``archive`` into its own folder under ``staging`` and check it (names, caps, JSON, events)."""
+    into = Path(tempfile.mkdtemp(prefix="run-", dir=staging))
     try:
-        top = _extract(archive, staging)
-        dest = runs_dir / top
+        top = _extract(archive, into)
+    except (tarfile.TarError, OSError, EOFError, zlib.error) as exc:
+        raise PortabilityError(f"{archive}: unreadable archive: {display(str(exc))}") from exc
+    missing = [name for name in require if not (into / top / name).is_file()]
+    if missing:
+        raise PortabilityError(f"{archive}: {top} is not a run folder (no {', '.join(missing)})")
+    validate_run_folder(into / top, str(archive))
+    return _Staged(archive, top, into / top)
+
+
+def _check_places(staged: list[_Staged], runs_dir: Path, replace: bool) -> None:
+    """Refuse before anything is placed: one id twice, a run that exists (without ``replace``), or a local
+    run whose log the archive does not extend."""
+    seen: dict[str, Path] = {}
+    for item in staged:
+        if item.top in seen:
+            raise PortabilityError(f"{item.archive}: run {item.top} comes twice (also in {seen[item.top]})")
+        seen[item.top] = item.archive
+        dest = runs_dir / item.top
         if dest.exists() and not replace:
             raise PortabilityError(f"{dest}: a run with this id exists already (--replace takes it back "
                                    "when the archive extends it)")
-        missing = [name for name in require if not (staging / top / name).is_file()]
-        if missing:
-            raise PortabilityError(f"{archive}: {top} is not a run folder (no {', '.join(missing)})")
-        validate_run_folder(staging / top, str(archive))
-        if dest.exists():
-            if not _log_extends(dest, staging / top):
-                raise PortabilityError(f"{archive}: its event log does not extend the local run {top} "
-                                       "(the local run has steps the archive lacks); nothing replaced")
-            old = staging / ".replaced"
-            os.replace(dest, old)
-            os.replace(staging / top, dest)
-        else:
-            os.replace(staging / top, dest)
+        if dest.exists() and not _log_extends(dest, item.folder):
+            raise PortabilityError(f"{item.archive}: its event log does not extend the local run {item.top} "
+                                   "(the local run has steps the archive lacks); nothing replaced")
+
+
+def _place_all(staged: list[_Staged], runs_dir: Path, staging: Path) -> list[Path]:
+    """Rename every staged run into place; if one rename fails, the ones placed are taken back (and the
+    runs they replaced restored), so the runs folder is as it was."""
+    placed: list[tuple[Path, Path | None]] = []
+    try:
+        for n, item in enumerate(staged):
+            dest = runs_dir / item.top
+            old: Path | None = None
+            if dest.exists():
+                old = staging / f".replaced-{n}"
+                os.replace(dest, old)
+            try:
+                os.replace(item.folder, dest)
+            except OSError:
+                if old is not None:
+                    os.replace(old, dest)
+                raise
+            placed.append((dest, old))
+    except OSError as exc:
+        for dest, old in reversed(placed):
+            with contextlib.suppress(OSError):
+                shutil.rmtree(dest)
+                if old is not None:
+                    os.replace(old, dest)
+        raise PortabilityError(f"{runs_dir}: cannot place the imported runs: {exc.strerror or exc}; "
+                               "nothing imported") from exc
+    return [dest for dest, _ in placed]
+
+
+def import_archives(archives: list[Path], runs_dir: Path, *, replace: bool = False,
+                    require: tuple[str, ...] = ()) -> list[Path]:
+    """Unpack exported runs under ``runs_dir``; returns their folders, in the order given.
+
+    All or nothing: every archive is unpacked into a temporary folder (within the member, count, size and
+    event-log caps, its compressed stream read and checked to the end), checked (safe names, a run id,
+    every JSON file and event line loads), and only when all of them pass are they renamed into place; one
+    refused archive leaves nothing behind (not even a runs folder the import had to create). ``replace``
+    takes a run back that exists here already (carried to another machine and back): only when the
+    archive's event log extends the local one, so no recorded step is ever lost. ``require`` names files
+    every run folder must hold (``run.json``)."""
+    archives = [Path(a) for a in archives]
+    for archive in archives:
+        if not archive.is_file():
+            raise PortabilityError(f"{archive}: no such archive")
+    runs_dir = Path(runs_dir)
+    with _staging(runs_dir) as staging:
+        staged = [_stage(archive, staging, require) for archive in archives]
+        _check_places(staged, runs_dir, replace)
+        out = _place_all(staged, runs_dir, staging)
+    for dest in out:
+        log.info("imported %s into %s", dest.name, runs_dir)
+    return out
+
+
+@contextlib.contextmanager
+def _staging(runs_dir: Path):
+    """A temporary folder inside ``runs_dir`` (same filesystem: placing is a rename), removed afterwards;
+    on failure the folders made to hold ``runs_dir`` are removed too (only if empty)."""
+    created = [p for p in [runs_dir, *runs_dir.parents] if not p.exists()]
+    done = False
+    try:
+        runs_dir.mkdir(parents=True, exist_ok=True)
+        staging = Path(tempfile.mkdtemp(prefix=".import-", dir=runs_dir))
+    except OSError as exc:
+        raise PortabilityError(f"{runs_dir}: cannot import into it: {exc.strerror or exc}") from exc
+    try:
+        yield staging
         done = True
-    except (tarfile.TarError, OSError, EOFError, zlib.error) as exc:
-        raise PortabilityError(f"{archive}: unreadable archive: {display(str(exc))}") from exc
     finally:
         shutil.rmtree(staging, ignore_errors=True)
         if not done:
             for path in created:  # innermost first: only folders this import made, and only if empty
                 with contextlib.suppress(OSError):
                     path.rmdir()
-    log.info("imported %s into %s", top, runs_dir)
-    return dest
+
+
+def import_run(archive: Path, runs_dir: Path, *, replace: bool = False, require: tuple[str, ...] = ()) -> Path:
+    """Unpack one exported run under ``runs_dir`` (:func:`import_archives`); returns the run folder."""
+    return import_archives([archive], runs_dir, replace=replace, require=require)[0]
 
 
 # Several runs in ONE file -------------------------------------------------------------------------------
@@ -361,43 +501,59 @@ def export_runs(run_dirs: list[Path], bundle: Path) -> tuple[Path, list[str]]:
 
 
 def is_bundle(path: Path) -> bool:
-    """Whether ``path`` is a bundle of run archives (:func:`export_runs`) rather than one run's archive."""
+    """Whether ``path`` is a bundle of run archives (:func:`export_runs`) rather than one run's archive:
+    its first member is a run archive (a run archive's members are the run's files, not archives)."""
     try:
         # written uncompressed (its members are gzip already) but read compressed too (a bundle kept as
-        # .tar.gz, as the published results are); a run archive's members are the run's files, not archives
+        # .tar.gz, as the published results are)
         with tarfile.open(path, "r:*") as tar:
-            return all(m.name.endswith(ARCHIVE_SUFFIX) and m.isfile() for m in tar.getmembers())
-    except (tarfile.TarError, OSError):
+            first = tar.next()
+            return first is not None and first.isfile() and first.name.endswith(ARCHIVE_SUFFIX)
+    except (tarfile.TarError, OSError, EOFError, zlib.error):
         return False
 
 
 def import_runs(bundle: Path, runs_dir: Path, *, replace: bool = False, require: tuple[str, ...] = ()
                 ) -> list[Path]:
-    """Unpack every run archive of a bundle with :func:`import_run` (its checks, one run at a time)."""
+    """Unpack every run archive of a bundle, all or nothing: every archive is taken out and checked like
+    :func:`import_archives` checks one, and only when all pass are the runs placed; a bad one (the third,
+    say) imports none of them."""
     bundle = Path(bundle)
     if not bundle.is_file():
         raise PortabilityError(f"{bundle}: no such bundle")
-    out: list[Path] = []
-    staging = Path(runs_dir) / f".bundle-{bundle.name}"
-    try:
-        shutil.rmtree(staging, ignore_errors=True)
-        staging.mkdir(parents=True)
-        with tarfile.open(bundle, "r:*") as tar:  # plain, or compressed as a whole (.tar.gz)
-            for count, member in enumerate(tar, start=1):
-                if count > MAX_MEMBERS:
-                    raise PortabilityError(f"{bundle}: more than {MAX_MEMBERS:,} members")
-                name = PurePosixPath(member.name)
-                if (not member.isfile() or name.is_absolute() or len(name.parts) != 1
-                        or not member.name.endswith(ARCHIVE_SUFFIX) or not is_run_id(member.name)):
-                    raise PortabilityError(f"{bundle}: member {display(member.name)!r} is not a run archive")
-                src = tar.extractfile(member)
-                assert src is not None
-                target = staging / name.name
-                _copy_bounded(src, target, member.size, bundle, member.name)  # within the caps of one archive
-                out.append(import_run(target, runs_dir, replace=replace, require=require))
-                target.unlink()
-    except (tarfile.TarError, EOFError) as exc:
-        raise PortabilityError(f"{bundle}: unreadable bundle: {exc}") from exc
-    finally:
-        shutil.rmtree(staging, ignore_errors=True)
+    runs_dir = Path(runs_dir)
+    with _staging(runs_dir) as staging:
+        staged: list[_Staged] = []
+        total = 0
+        try:
+            with tarfile.open(bundle, "r:*") as tar:  # plain, or compressed as a whole (.tar.gz)
+                for count, member in enumerate(tar, start=1):
+                    if count > MAX_MEMBERS:
+                        raise PortabilityError(f"{bundle}: more than {MAX_MEMBERS:,} members")
+                    name = PurePosixPath(member.name)
+                    if (not member.isfile() or name.is_absolute() or len(name.parts) != 1
+                            or not member.name.endswith(ARCHIVE_SUFFIX) or not is_run_id(member.name)):
+                        raise PortabilityError(f"{bundle}: member {display(member.name)!r} is not a run archive")
+                    if member.size > MAX_MEMBER_BYTES:
+                        raise PortabilityError(f"{bundle}: member {display(member.name)!r} is "
+                                               f"{member.size:,} bytes (at most {MAX_MEMBER_BYTES:,})")
+                    total += member.size
+                    if total > MAX_BUNDLE_BYTES:
+                        raise PortabilityError(f"{bundle}: holds more than {MAX_BUNDLE_BYTES:,} bytes of archives")
+                    src = tar.extractfile(member)
+                    if src is None:
+                        raise PortabilityError(f"{bundle}: member {display(member.name)!r} has no data")
+                    target = staging / name.name
+                    _copy_bounded(src, target, member.size, bundle, member.name)  # within the caps of one archive
+                    try:
+                        staged.append(_stage(target, staging, require))
+                    except PortabilityError as exc:  # named as the bundle's member, not the staged copy
+                        raise PortabilityError(str(exc).replace(str(target), f"{bundle}:{name.name}")) from exc
+                    target.unlink()
+                _read_to_end(tar, bundle)
+        except (tarfile.TarError, OSError, EOFError, zlib.error) as exc:
+            raise PortabilityError(f"{bundle}: unreadable bundle: {display(str(exc))}") from exc
+        _check_places(staged, runs_dir, replace)
+        out = _place_all(staged, runs_dir, staging)
+    log.info("imported %d runs from %s into %s", len(out), bundle, runs_dir)
     return out

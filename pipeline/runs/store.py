@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from kernelskill.errors import KernelskillError
+from kernelskill.pipeline.runs.bounds import read_bounded
 from kernelskill.pipeline.runs.events import (
     CANDIDATES,
     EVENTS,
@@ -25,8 +26,13 @@ from kernelskill.pipeline.runs.events import (
     utcnow,
 )
 from kernelskill.pipeline.runs.portable import display, is_run_id
+from kernelskill.pipeline.runs.redact import current
 
 log = logging.getLogger(__name__)
+
+#: a manifest is a few hundred bytes; a candidate is bounded by the answer bounds (256 K characters)
+MAX_MANIFEST_BYTES = 1 << 20
+MAX_RUN_FILE_BYTES = 4 << 20
 
 
 
@@ -54,12 +60,18 @@ class Run:
     @property
     def manifest(self) -> dict[str, Any]:
         file = self.path / MANIFEST
+        data, problem = read_bounded(file, MAX_MANIFEST_BYTES)
+        if data is None:
+            raise KernelskillError(f"{file}: {problem}" if problem else f"{file}: not a run folder (no {MANIFEST})")
         try:
-            return json.loads(file.read_text())
-        except FileNotFoundError as exc:
-            raise KernelskillError(f"{file}: not a run folder (no {MANIFEST})") from exc
+            value = json.loads(data)
         except json.JSONDecodeError as exc:
             raise KernelskillError(f"{file}:{exc.lineno}: invalid JSON: {exc.msg}") from exc
+        except (ValueError, RecursionError) as exc:
+            raise KernelskillError(f"{file}: invalid JSON: {' '.join(str(exc).split())[:120]}") from exc
+        if not isinstance(value, dict):
+            raise KernelskillError(f"{file}: not a JSON object")
+        return value
 
     @property
     def protocol(self) -> str | None:
@@ -84,24 +96,31 @@ class Run:
                 fcntl.flock(fh, fcntl.LOCK_UN)
 
     def write_candidate(self, step: str, source: str) -> str:
-        """Store a candidate's source; return its path relative to the run folder."""
+        """Store a candidate's source, every secret in it redacted (a key the LLM echoed); return its path
+        relative to the run folder. The stored file is what is evaluated, so nothing else ever holds the raw
+        text."""
         rel = f"{CANDIDATES}/{step_filename(step)}"
         target = self.path / rel
         target.parent.mkdir(parents=True, exist_ok=True)
         tmp = target.with_suffix(".tmp")
-        tmp.write_text(source)
+        tmp.write_text(current().text(source))
         with tmp.open("rb") as fh:
             os.fsync(fh.fileno())
         tmp.replace(target)
         return rel
 
     def read(self, rel: str) -> str:
-        return (self.path / rel).read_text()
+        """A file of the run (a candidate), read within :data:`MAX_RUN_FILE_BYTES`."""
+        data, problem = read_bounded(self.path / rel, MAX_RUN_FILE_BYTES)
+        if data is None:
+            raise KernelskillError(f"{self.path / rel}: {problem or 'no such file'}")
+        return data.decode("utf-8", "replace")
 
     def write_output(self, name: str, text: str) -> Path:
+        """Write a file of the run (a report, ``best.py``, a profile) with every secret redacted."""
         target = self.path / name
         tmp = target.with_name(target.name + ".tmp")
-        tmp.write_text(text)
+        tmp.write_text(current().text(text))
         tmp.replace(target)
         return target
 
@@ -150,7 +169,9 @@ class RunStore:
                 log.warning("skipping %s: not a run id", display(p.name))
                 continue
             try:
-                runs.append(Run(p))
+                run = Run(p)
+                run.manifest  # noqa: B018 - a manifest that does not load (or is too large) is found here
+                runs.append(run)
             except KernelskillError as exc:  # one broken run does not hide the others
                 log.warning("skipping run %s: %s", display(p.name), exc)
         return runs
