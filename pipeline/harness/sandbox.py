@@ -332,7 +332,7 @@ def _command(args: list[str], workdir: Path, env_extra: dict[str, str] | None, *
     cmd = [*(command_prefix or []), sys.executable, "-m", "kernelskill.pipeline.harness.worker", *args]
     mode = isolation.available()
     if mode == isolation.NAMESPACES:
-        cmd = isolation.wrap(cmd, workdir=workdir, env=env, read_only=files,
+        cmd = isolation.wrap(cmd, workdir=workdir, env=env, read_only=[*files, *(command_prefix or [])[:1]],
                              writable=[str(Path(w).expanduser()) for w in writable], close_fds=close_fds,
                              loopback=loopback, binds=binds)
     return cmd, env, mode
