@@ -275,7 +275,8 @@ from kernelskill.pipeline.harness.isolation import protect
 spec = json.loads(sys.argv[1])
 protect(spec["home"])
 cfg = EvalConfig(cache_dir=spec["cache"], time=spec.get("time", False), correctness_trials=1, alt_shapes=False,
-                 timing_trials=3, warmup=1, min_timing_trials=3, run_timeout_s=120)
+                 timing_trials=3, warmup=1, min_timing_trials=3, run_timeout_s=spec.get("timeout", 120),
+                 baseline=spec.get("baseline", "eager"))
 jobs = [EvalJob(spec["task"], c, cfg, tag=t) for t, c in spec["jobs"]]
 out = LocalEvaluator(gpus=spec.get("gpus"), slots_per_gpu=spec.get("slots", 2)).submit(jobs)
 print(json.dumps([r.to_dict() for r in out]))

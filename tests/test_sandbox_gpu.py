@@ -62,8 +62,15 @@ def _run(script: str, spec: dict, world: World, **env: str) -> object:
     return json.loads(proc.stdout.strip().splitlines()[-1])
 
 
+NAMESPACED = isolation.available() == isolation.NAMESPACES
+#: without namespaces the attacks would reach the host: they are not run (the first test fails instead)
+needs_namespaces = pytest.mark.skipif(not NAMESPACED, reason="no user namespaces: attacks not run")
+
+
 @pytest.fixture(scope="module")
 def results(world):
+    if not NAMESPACED:
+        pytest.skip("no user namespaces on this machine: the attacks are not run")
     task = GPU_ADD if GPU_ADD.is_file() else ADD
     jobs = [("probe", str(world.probe()))]
     jobs += [(name, str(CASES / "gpu" / f"{name}.py")) for name in HONEST if (CASES / "gpu" / f"{name}.py").is_file()]
@@ -72,7 +79,9 @@ def results(world):
     for name, actions, ending, at_import in SAMPLED:
         jobs.append((name, str(world.write(f"{name}.py", forging_candidate(actions, ending, at_import=at_import)))))
     out = _run(EVALUATE_MANY, {"task": str(task), "cache": str(world.cache), "home": str(world.home), "jobs": jobs,
-                               "gpus": None, "slots": 1, "time": True}, world)
+                               "gpus": None, "slots": 1, "time": True,
+                               # torch.compile's workers must still work under the socket filter
+                               "baseline": "compile", "timeout": 600}, world)
     return {r["details"]["tag"]: r for r in out}
 
 
@@ -87,7 +96,7 @@ def test_cuda_candidates_pass_inside_the_sandbox(results, name):
     res = results[name]
     assert res["status"] == "ok" and res["correct"] and res["speedup"] > 0, res["message"]
     assert res["details"]["isolation"] == "namespaces"
-    assert res["details"]["device"] is not None or res["details"].get("task_dtype")
+    assert res["compile_ms"] is not None, res["details"].get("compile_baseline")
 
 
 def test_probe_on_the_gpu_path(world, results):
@@ -115,6 +124,7 @@ def test_no_forgery_passes_on_the_gpu_path(results, name):
         assert res["status"] == "cheat" and res["details"]["cheat_check"] == "forged_result", res["message"]
 
 
+@needs_namespaces
 def test_profile_worker_on_the_gpu_is_sandboxed(world):
     """The profile worker (a stand-in profiler that reports the probe) runs the candidate on the GPU path
     inside the sandbox."""
@@ -127,6 +137,7 @@ def test_profile_worker_on_the_gpu_is_sandboxed(world):
     assert world.snapshot() == world.before
 
 
+@needs_namespaces
 def test_real_ncu_profiles_inside_the_sandbox(world):
     """Nsight Compute itself runs inside the sandbox: a profile of an honest CUDA candidate has kernel rows
     (or, where the driver keeps the counters for administrators, says so) and names its isolation."""

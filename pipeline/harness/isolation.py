@@ -438,6 +438,11 @@ def setup(spec: dict[str, Any]) -> None:
     hidden_mounts = []
     for _depth, kind, path in sorted(steps):
         if kind == 0:
+            if path not in scratch and not os.path.isdir(path):
+                try:  # a hidden folder inside a scratch or hidden one (a --home under /tmp): hidden all the same
+                    os.makedirs(path)
+                except OSError:
+                    pass
             if os.path.isdir(path):
                 options = "size=1g,mode=1777" if path in scratch else "size=4m,mode=0755"
                 _mount(libc, "tmpfs", path, "tmpfs", MS_NOSUID | MS_NODEV, options)
@@ -460,12 +465,37 @@ def setup(spec: dict[str, Any]) -> None:
         _remount(libc, dst, read_only=False)
     for fd in [*fds.values(), *(fd for fd, _dst in bind_fds)]:
         os.close(fd)
-    for f in spec["hide_files"]:
-        if os.path.isfile(f):
-            _mount(libc, "/dev/null", f, None, MS_BIND)
+    _hide_files(libc, spec["hide_files"], sorted(scratch))
     for path in reversed(hidden_mounts):  # the mount points made for the kept paths are in place: read-only
         _remount(libc, path, read_only=True)
     _drop_privileges(libc)
+
+
+def _hide_files(libc: Any, files: list[str], scratch: list[str]) -> None:
+    """Each secret file reads as empty and cannot be written: an empty file (made in a scratch tmpfs, then
+    unlinked there) is bound over it, read-only. One missing from this view (its folder is a scratch one)
+    is made first, so the candidate cannot create it there either."""
+    empty = None
+    for folder in scratch:
+        candidate = os.path.join(folder, f".ks-hidden-{os.getpid()}")
+        try:
+            with open(candidate, "w"):
+                pass
+            empty = candidate
+            break
+        except OSError:
+            continue
+    for f in files:
+        try:
+            if not os.path.exists(f):
+                _make_point(f, empty or "/dev/null")
+            _mount(libc, empty or "/dev/null", f, None, MS_BIND)
+            if empty:
+                _remount(libc, f, read_only=True)
+        except OSError as exc:
+            log.warning("sandbox: %s could not be hidden (%s)", f, exc.strerror)
+    if empty:
+        os.unlink(empty)
 
 
 def launch(spec_path: str) -> int:

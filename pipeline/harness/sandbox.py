@@ -237,6 +237,8 @@ def _spawn(args: list[str], workdir: Path, env_extra: dict[str, str] | None, *, 
     ``entry_at``: where the worker sees its build-cache entry (a copy in its work folder)."""
     read_end, write_end = os.pipe()
     (workdir / ENTRY_COPY).mkdir(exist_ok=True)
+    if entry_at is not None:  # the cache around the entry is seen read-only (nothing of it is hidden)
+        files = [*files, str(entry_at.parent)]
     try:
         cmd, env, mode = _command([*args, "--result-fd", str(write_end)], workdir, env_extra, files=files,
                                   command_prefix=command_prefix, writable=writable, close_fds=[write_end],

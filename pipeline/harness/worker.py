@@ -21,10 +21,12 @@ cannot keep the worker alive.
 
 from __future__ import annotations
 
+import fcntl
 import json
 import os
 import resource
 import select
+import stat
 import sys
 import time
 import traceback
@@ -144,9 +146,22 @@ def wait_ready() -> dict[str, Any]:
 
 
 def _parse_args(argv: list[str]) -> tuple[bool, int]:
+    """``(ready, channel fd)``; the channel is moved to a high descriptor that the candidate's children do
+    not inherit (-1 when it is not the pipe the parent passed: then no record is written)."""
     ready = "--ready" in argv
     fd = int(argv[argv.index("--result-fd") + 1])
-    return ready, fd
+    try:
+        if not stat.S_ISFIFO(os.fstat(fd).st_mode):
+            return ready, -1
+    except OSError:
+        return ready, -1
+    try:
+        high = fcntl.fcntl(fd, fcntl.F_DUPFD_CLOEXEC, 200)
+    except OSError:  # a low descriptor limit: the channel stays where it is, closed on exec all the same
+        os.set_inheritable(fd, False)
+        return ready, fd
+    os.close(fd)
+    return ready, high
 
 
 def _close_stdin() -> None:

@@ -9,7 +9,7 @@ import sys
 
 args = sys.argv[1:]
 start = next(i for i, a in enumerate(args) if os.path.basename(a).startswith("python"))
-code = subprocess.call(args[start:])
+code = subprocess.call(args[start:], close_fds=False)  # as ncu: the worker keeps its channel
 probe = ""
 try:
     with open("worker.log", encoding="utf-8", errors="replace") as fh:
