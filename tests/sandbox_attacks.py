@@ -19,7 +19,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]  # the package (the repository root)
 CASES = Path(__file__).parent / "harness_cases"
 ADD = CASES / "tasks" / "add_small.py"
-FAKE_NCU = CASES / "sandbox" / "fake_ncu.py"
+FAKE_NCU = CASES / "sandbox" / "fake_ncu"
 #: package files a candidate tries to append to (failure 1: the next kernelskill command would run them)
 PACKAGE_FILES = [ROOT / "__init__.py", ROOT / "pipeline" / "harness" / "results.py"]
 #: host folders a root candidate once wrote into (failure 5)
@@ -236,6 +236,16 @@ class World:
                  self.home / "planted.toml", self.cache / "planted.json", *self.cache.glob("*/build.json"),
                  *(Path(p) for p in self.host_targets.values())]
         return {str(f): digest(f) for f in files}
+
+    def unchanged(self) -> bool:
+        """Every protected file is as it was, nothing was planted, and every build record the parent wrote
+        meanwhile still carries a valid seal (no worker rewrote one)."""
+        from kernelskill.pipeline.harness.build import read_record
+        from kernelskill.pipeline.harness.sandbox import ENTRY_PARTS
+
+        after = self.snapshot()
+        records = [read_record(r, r.parent, parts=ENTRY_PARTS)[0] for r in self.cache.glob("*/build.json")]
+        return {k: after[k] for k in self.before} == self.before and all(r is not None for r in records)
 
     def accepted(self) -> bool:
         try:

@@ -111,7 +111,7 @@ def test_probe_changes_nothing_it_judged_by_and_reads_no_secret(world, results):
     assert found["env"] == [], found
     # the cache: no worker writes a record, nor plants a file in the cache root
     assert all(v in ("EROFS", "ENOENT") for v in found["cache"].values()), found
-    assert world.snapshot() == world.before
+    assert world.unchanged()
 
 
 @needs_namespaces
@@ -217,7 +217,7 @@ def test_cli_eval_hides_the_home_and_the_starting_folders_settings(world):
     assert found["write"]["home_toml"] in ("EROFS", "ENOENT") and found["read"]["home_toml"] != "secret", found
     assert found["write"]["cwd_toml"] in ("EROFS", "EACCES") and found["read"]["cwd_toml"] != "secret", found
     assert all(v != "secret" for v in found["read"].values())
-    assert world.snapshot() == world.before
+    assert world.unchanged()
 
 
 # ---- 6: the build cache --------------------------------------------------------------------------
@@ -270,7 +270,7 @@ def test_profile_worker_runs_in_the_sandbox_and_says_so(world):
     found = json.loads(res["rows"][0]["Kernel Name"])
     assert found["write"]["package_init"] == "EROFS" and found["unix"] == "socket:EPERM", found
     assert all(v != "secret" for v in found["read"].values()) and found["env"] == [], found
-    assert world.snapshot() == world.before
+    assert world.unchanged()
 
 
 def test_profile_worker_says_process_only_when_forced(world):

@@ -112,7 +112,7 @@ def test_probe_on_the_gpu_path(world, results):
     assert found["unix"] == "socket:EPERM" and found["socketpair"] == "x", found
     assert found["env"] == [] and not world.accepted(), found
     assert all(v in ("EROFS", "ENOENT") for v in found["cache"].values()), found
-    assert world.snapshot() == world.before
+    assert world.unchanged()
 
 
 @pytest.mark.parametrize("name", [*FORGERIES, *(s[0] for s in SAMPLED)])
@@ -134,7 +134,7 @@ def test_profile_worker_on_the_gpu_is_sandboxed(world):
     found = json.loads(res["rows"][0]["Kernel Name"])
     assert found["write"]["package_init"] == "EROFS" and found["unix"] == "socket:EPERM", found
     assert all(v != "secret" for v in found["read"].values()) and found["env"] == [], found
-    assert world.snapshot() == world.before
+    assert world.unchanged()
 
 
 @needs_namespaces
@@ -154,4 +154,4 @@ def test_real_ncu_profiles_inside_the_sandbox(world):
     # the probe under the real profiler: what it tried changed nothing on the host
     _run(PROFILE_ONE, {"task": str(GPU_ADD if GPU_ADD.is_file() else ADD), "candidate": str(world.probe("pr.py")),
                        "cache": str(world.cache), "home": str(world.home)}, world)
-    assert world.snapshot() == world.before and not world.accepted()
+    assert world.unchanged() and not world.accepted()

@@ -1,4 +1,3 @@
-#!/usr/bin/env python3
 """A stand-in for Nsight Compute (the profiler is the boundary the CPU tests cannot cross): it runs the
 command after its options, as ncu does, then prints one raw-page CSV row whose kernel name carries what
 the profiled worker printed on a ``PROBE `` line (its log file, in the same work folder)."""
