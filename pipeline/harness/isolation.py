@@ -438,8 +438,10 @@ def setup(spec: dict[str, Any]) -> None:
     hidden_mounts = []
     for _depth, kind, path in sorted(steps):
         if kind == 0:
-            if path not in scratch and not os.path.isdir(path):
-                try:  # a hidden folder inside a scratch or hidden one (a --home under /tmp): hidden all the same
+            inside_hidden = any(_under(path, d) and d != path for d in spec["hide_dirs"])
+            if path not in scratch and not os.path.isdir(path) and not inside_hidden \
+                    and any(_under(path, d) for d in scratch):
+                try:  # a hidden folder inside a scratch one (a --home under /tmp): hidden all the same
                     os.makedirs(path)
                 except OSError:
                     pass
@@ -465,13 +467,13 @@ def setup(spec: dict[str, Any]) -> None:
         _remount(libc, dst, read_only=False)
     for fd in [*fds.values(), *(fd for fd, _dst in bind_fds)]:
         os.close(fd)
-    _hide_files(libc, spec["hide_files"], sorted(scratch))
+    _hide_files(libc, spec["hide_files"], sorted(scratch), spec["hide_dirs"])
     for path in reversed(hidden_mounts):  # the mount points made for the kept paths are in place: read-only
         _remount(libc, path, read_only=True)
     _drop_privileges(libc)
 
 
-def _hide_files(libc: Any, files: list[str], scratch: list[str]) -> None:
+def _hide_files(libc: Any, files: list[str], scratch: list[str], hidden_dirs: list[str]) -> None:
     """Each secret file reads as empty and cannot be written: an empty file (made in a scratch tmpfs, then
     unlinked there) is bound over it, read-only. One missing from this view (its folder is a scratch one)
     is made first, so the candidate cannot create it there either."""
@@ -488,6 +490,8 @@ def _hide_files(libc: Any, files: list[str], scratch: list[str]) -> None:
     for f in files:
         try:
             if not os.path.exists(f):
+                if any(_under(f, d) for d in hidden_dirs) or not any(_under(f, d) for d in scratch):
+                    continue  # inside a hidden folder already (or nowhere to be made)
                 _make_point(f, empty or "/dev/null")
             _mount(libc, empty or "/dev/null", f, None, MS_BIND)
             if empty:
