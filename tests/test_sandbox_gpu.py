@@ -81,7 +81,7 @@ def results(world):
     out = _run(EVALUATE_MANY, {"task": str(task), "cache": str(world.cache), "home": str(world.home), "jobs": jobs,
                                "gpus": None, "slots": 1, "time": True,
                                # torch.compile's workers must still work under the socket filter
-                               "baseline": "compile", "timeout": 600}, world)
+                               "baseline": "compile", "timeout": 300}, world)
     return {r["details"]["tag"]: r for r in out}
 
 
