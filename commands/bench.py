@@ -219,6 +219,8 @@ def bench() -> None:
               help="LLM requests in flight over the suite (default: settings bench.llm_concurrency).")
 @click.option("--max-active", type=click.IntRange(1, 4096), default=None, help="Runs walking at once.")
 @click.option("--no-progress", is_flag=True, help="No live display.")
+@click.option("--allow-weak-isolation", "allow_weak_isolation", is_flag=True, default=False,
+              help="Run candidates even where the sandbox has no namespaces (process-only isolation).")
 @common_options
 def run_cmd(ctx, task_files: tuple[Path, ...], kernelbench: Path | None, levels: tuple[int, ...],
             selection: str | None, suite_dir: Path | None, rounds: int | None, budget_s: float | None,
@@ -226,13 +228,14 @@ def run_cmd(ctx, task_files: tuple[Path, ...], kernelbench: Path | None, levels:
             base_url: str | None, stop_before: tuple[str, ...], candidate_format: str | None,
             evaluator_spec: str | None, gpu_slots: int, retriever_spec: str | None, llm_concurrency: int | None,
             max_active: int | None, no_progress: bool, candidates: int | None = None,
-            frontier: int | None = None) -> None:
+            frontier: int | None = None, allow_weak_isolation: bool = False) -> None:
     """One optimize run per TASK (or per KernelBench problem), all driven together."""
     from kernelskill.commands.optimize import llm_overrides, make_retriever, say_no_gpu, target_gpu
     from kernelskill.commands.optimize import make_llm as checked_llm
     from kernelskill.pipeline.bench.driver import DriveOptions, drive
     from kernelskill.pipeline.bench.llm_gate import GatedLLMClient
     from kernelskill.pipeline.bench.suite import Suite
+    from kernelskill.pipeline.harness.preflight import require_isolation
     from kernelskill.pipeline.loop import LoopOptions
 
     settings = ctx.settings(**llm_overrides(model, base_url, provider))
@@ -255,6 +258,8 @@ def run_cmd(ctx, task_files: tuple[Path, ...], kernelbench: Path | None, levels:
         stops = sorted({*stops, "gpu"})
         options = options.model_copy(update={"stop_before": stops})
         say_no_gpu("bench: no CUDA device is visible")
+    if (evaluator_spec or settings.bench.evaluator) == "local" and "gpu" not in stops:  # candidates run here
+        require_isolation(allow_weak_isolation, home=str(settings.home))
     replay = checked_llm(settings, stops).replay_from
     retriever = make_retriever(settings, retriever_spec)
     suite = Suite.create_or_resume(path, "optimize", refs, identity)

@@ -16,8 +16,10 @@ def eval_config(ctx: Ctx, baseline: str, trials: int | None, policy: str | None,
                 protocol: str | None = None) -> Any:
     """The harness's one settings mapper, with this command's options on top (the loop uses the same)."""
     from kernelskill.pipeline.harness.config import eval_config as harness_eval_config
+    from kernelskill.pipeline.harness.isolation import protect
 
     settings = ctx.settings()
+    protect(settings.home)  # its kernelskill.toml holds the key: no worker sees the --home folder
     # one candidate per process: no worker to start ahead for a next one
     return harness_eval_config(settings.harness.model_dump(), protocol=protocol,
                                cache_dir=str(settings.cache_dir / "builds"), baseline=baseline,

@@ -300,13 +300,17 @@ def report_result(ctx: Any, run: Any, result: Any) -> None:
               help="Evaluator to use instead of the local harness (a plugin seam, e.g. a remote GPU).")
 @click.option("--retriever", "retriever_spec", default=None, metavar="MODULE:ATTR",
               help="Retriever to use instead of kernelskill.query.")
+@click.option("--allow-weak-isolation", "allow_weak_isolation", is_flag=True, default=False,
+              help="Run candidates even where the sandbox has no namespaces (process-only isolation: generated "
+                   "code could read this user's files and reach the network).")
 @common_options
 def optimize(ctx, task: Path | None, rounds: int | None, model: str | None, base_url: str | None,
              provider: str | None, stop_before: tuple[str, ...], resume: str | None, parent_rule: str | None,
              candidate_format: str | None, knowledge: str | None, evaluator_spec: str | None,
              retriever_spec: str | None, protocol: str | None = None, candidates: int | None = None,
-             frontier: int | None = None) -> None:
+             frontier: int | None = None, allow_weak_isolation: bool = False) -> None:
     """Optimize a KernelBench-format TASK with the closed loop (or --resume RUN_ID)."""
+    from kernelskill.pipeline.harness.preflight import require_isolation
     from kernelskill.pipeline.loop import LoopOptions, validate_task
     from kernelskill.pipeline.runs import RunStore
 
@@ -320,6 +324,8 @@ def optimize(ctx, task: Path | None, rounds: int | None, model: str | None, base
     # every check before any work starts: task, key, endpoint, GPU (without one: pause before GPU steps)
     evaluator = make_evaluator(settings, evaluator_spec, ["gpu"])
     stops, no_gpu = gpu_stops(evaluator, stops)
+    if evaluator_spec is None and "gpu" not in stops:  # candidates run here: in a sandbox, or not at all
+        require_isolation(allow_weak_isolation, home=str(settings.home))
     run = None
     if resume:
         run = store.open(resume)

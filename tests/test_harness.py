@@ -339,6 +339,12 @@ echo '"0","add_kernel","2048"'
 """)
     fake.chmod(0o755)
     monkeypatch.setattr(prof_mod, "find_ncu", lambda: str(fake))
+    # the retry is under test, not the sandbox (in which the fake could not write its calls file)
+    monkeypatch.setenv("KERNELSKILL_HARNESS_ISOLATION", "process")
+    monkeypatch.setattr(prof_mod, "available_isolation", lambda: "process-only")
+    from kernelskill.pipeline.harness import isolation
+
+    monkeypatch.setattr(isolation, "available", lambda: "process-only")
     (tmp_path / "task.py").write_text(ADD_TASK)
     (tmp_path / "cand.py").write_text(ADD_CANDIDATE)
     res = prof_mod.profile(tmp_path / "task.py", tmp_path / "cand.py",

@@ -121,7 +121,8 @@ def test_build_cache_hit(tmp_path):
     second = build(CASES / "gpu" / "good_add_fastpath.py", cfg)
     assert first.ok and not first.cached and not first.deferred, first.message
     assert second.cached and second.key == first.key and second.seconds == 0.0
-    assert list((tmp_path / "pre" / "cubin").glob("*.cubin"))
+    # the cubins are the entry's own (CACHE/<key>/cubin), copied there by the parent from the build worker
+    assert list((tmp_path / "pre" / first.key / "cubin").glob("*.cubin"))
     assert (tmp_path / first.key / "build.json").is_file()
 
 

@@ -13,7 +13,7 @@ CASES = Path(__file__).parent / "harness_cases" / "gpu"
 
 def _ready_build_workers() -> dict[str, int]:
     with sandbox._READY_LOCK:
-        return {key: ready.proc.pid for key, ready in sandbox._READY.items()
+        return {key: ready.started.proc.pid for key, ready in sandbox._READY.items()
                 if json.loads(key).get("CUDA_VISIBLE_DEVICES") == ""}
 
 

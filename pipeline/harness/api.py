@@ -14,6 +14,7 @@ import json
 import logging
 import os
 import queue
+import shutil
 import threading
 import time
 from collections.abc import Callable, Sequence
@@ -24,7 +25,7 @@ from typing import Any, Protocol
 
 from kernelskill.errors import KernelskillError
 
-from .build import build_key, default_cache_root
+from .build import build_key, default_cache_root, read_record, write_record
 from .fastpath import default_arch
 from .isolation import NAMESPACES
 from .isolation import WARNING as ISOLATION_WARNING
@@ -32,6 +33,7 @@ from .isolation import available as available_isolation
 from .loader import inspect_candidate, inspect_task
 from .preflight import HarnessUnavailable, check_machine
 from .results import (
+    CHEAT,
     COMPILE_ERROR,
     OK,
     OOM,
@@ -42,7 +44,7 @@ from .results import (
     EvalResult,
     trim_log,
 )
-from .sandbox import PER_JOB_ENV, WorkerOutcome, run_worker
+from .sandbox import ENTRY_PARTS, PER_JOB_ENV, WorkerOutcome, run_worker
 
 log = logging.getLogger(__name__)
 
@@ -66,12 +68,13 @@ def _cache_root(config: EvalConfig) -> Path:
 
 
 def _build_env(config: EvalConfig, key: str) -> dict[str, str]:
+    """The build settings of a worker (the entry's own folders are set by :func:`.sandbox.run_worker`)."""
     root = _cache_root(config)
     return {
-        "TORCH_EXTENSIONS_DIR": str(root / key / "ext"),
-        "KERNELSKILL_HARNESS_CUBIN_CACHE": str(root / "cubin"),
-        "KERNELSKILL_HARNESS_CACHE_ROOT": str(root),  # the sandbox keeps it writable (it may be under HOME)
-        "TRITON_CACHE_DIR": os.environ.get("TRITON_CACHE_DIR", str(root / "triton")),
+        # built once per box, shared by every candidate: written by build workers only
+        "KERNELSKILL_HARNESS_TRAMPOLINE_DIR": str(root / "box" / "trampoline"),
+        "KERNELSKILL_HARNESS_HOST_PCH_DIR": str(root / "box" / "host_pch"),
+        "KERNELSKILL_HARNESS_CACHE_ROOT": str(root),
         "TORCH_CUDA_ARCH_LIST": os.environ.get("TORCH_CUDA_ARCH_LIST", _arch_list(default_arch())),
         "MAX_JOBS": os.environ.get("MAX_JOBS", "4"),
     }
@@ -119,48 +122,60 @@ def build(candidate: str | Path, config: EvalConfig | None = None) -> BuildResul
     folder = _cache_root(cfg) / key
     folder.mkdir(parents=True, exist_ok=True)
     record = folder / "build.json"
+    checked = available_isolation() == NAMESPACES  # only then can no worker write the entry's files
     with open(folder / ".lock", "w") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)  # one build per key at a time; the second waits and hits
-        if record.is_file():
-            data = json.loads(record.read_text())
-            return BuildResult(ok=data["ok"], key=key, cached=True, seconds=0.0, log=data.get("log", ""),
-                               message=data.get("message", ""), status=data.get("status", OK),
-                               deferred=data.get("deferred", False))
+        data, problem = read_record(record, folder, parts=ENTRY_PARTS, check_files=checked)
+        if data is not None:
+            return BuildResult(ok=bool(data.get("ok")), key=key, cached=True, seconds=0.0, log=str(data.get("log", "")),
+                               message=str(data.get("message", "")), status=str(data.get("status", OK)),
+                               deferred=bool(data.get("deferred", False)))
+        if problem:  # a tampered or broken entry: rebuilt from nothing, never trusted, never a traceback
+            log.warning("build cache entry %s: %s; rebuilding it", key, problem)
+            record.unlink(missing_ok=True)
+            for part in ENTRY_PARTS:
+                shutil.rmtree(folder / part, ignore_errors=True)
         if kind == "python" and not any(m in source for m in BUILD_MARKERS):
             br = BuildResult(ok=True, key=key, message="nothing to build (no load_inline / fast-path kernels)")
-            record.write_text(json.dumps(br.to_dict()))
+            write_record(record, folder, br.to_dict(), parts=ENTRY_PARTS)
             return br
         if kind == "python" and not cfg.prebuild_fastpath and not any(m in source for m in HEAVY_MARKERS):
             # fast-path kernels compile at import in ~0.4 s (cached by hash): a build worker would cost more
             br = BuildResult(ok=True, key=key, deferred=True,
                              message="fast-path kernels compile when the GPU worker imports the candidate")
-            record.write_text(json.dumps(br.to_dict()))
+            write_record(record, folder, br.to_dict(), parts=ENTRY_PARTS)
             return br
         env = _build_env(cfg, key) | {"CUDA_VISIBLE_DEVICES": ""}
+        box = [str(_cache_root(cfg) / "box")]
         start = time.monotonic()
         # a ready build worker (torch imported while the previous build ran) saves the import of each cold
         # build; like the evaluation's, it runs no code before its one job. CUDA stays hidden from it.
         outcome = run_worker({"mode": "build", "candidate": str(path.resolve()), "kind": kind,
                               "config": cfg.to_dict()}, timeout_s=cfg.build_timeout_s,
-                             max_rss_gb=cfg.max_rss_gb, env_extra=env,
-                             ready_key=_ready_key(env) if cfg.ready_workers else None)
+                             max_rss_gb=cfg.max_rss_gb, env_extra=env, cache_entry=folder, export_entry=True,
+                             writable=box, ready_key=_ready_key(env, box) if cfg.ready_workers else None)
         seconds = time.monotonic() - start
         res = outcome.result or {}
         if outcome.timed_out:
             br = BuildResult(ok=False, key=key, seconds=seconds, status=TIMEOUT,
                              message=f"build exceeded {cfg.build_timeout_s:.0f} s",
                              log=trim_log(outcome.stderr_tail))
+        elif outcome.forged:
+            br = BuildResult(ok=False, key=key, seconds=seconds, status=RUNTIME_ERROR,
+                             message=f"the build worker's verdict was forged: {outcome.forged}",
+                             log=trim_log(outcome.stderr_tail))
         elif not res:
             br = BuildResult(ok=False, key=key, seconds=seconds, status=RUNTIME_ERROR,
                              message=f"build worker died ({outcome.signal_name or outcome.returncode})",
                              log=trim_log(outcome.stderr_tail))
         else:
-            br = BuildResult(ok=bool(res.get("ok")), key=key, seconds=seconds, log=res.get("log", ""),
-                             message=res.get("message", ""), status=res.get("status", OK),
+            br = BuildResult(ok=bool(res.get("ok")), key=key, seconds=seconds, log=str(res.get("log", "")),
+                             message=str(res.get("message", "")), status=str(res.get("status", OK)),
                              deferred=bool(res.get("deferred")))
-        if br.status in (OK, COMPILE_ERROR):  # deterministic outcomes are cached
-            record.write_text(json.dumps(br.to_dict() | {"events": res.get("events", []),
-                                                         "fastpath": res.get("fastpath", [])}))
+        if br.status in (OK, COMPILE_ERROR) and outcome.extra.get("entry_kept", True):
+            # deterministic outcomes are cached, with the hash of the record and of every file of the entry
+            write_record(record, folder, br.to_dict() | {"events": res.get("events", []),
+                                                         "fastpath": res.get("fastpath", [])}, parts=ENTRY_PARTS)
         return br
 
 
@@ -178,6 +193,10 @@ def _outcome_to_result(outcome: WorkerOutcome, cfg: EvalConfig, budget_s: float)
             "peak_rss_mb": outcome.peak_rss_mb, "isolation": outcome.isolation}
     if outcome.isolation != NAMESPACES:
         info["isolation_warning"] = ISOLATION_WARNING
+    if outcome.forged:  # whatever else happened: the candidate tried to write its own verdict
+        return EvalResult(status=CHEAT, message=f"forged_result: {outcome.forged}",
+                          details=info | {"cheat_check": "forged_result", "stage": outcome.stage,
+                                          "stderr_tail": outcome.stderr_tail[-1500:]})
     if outcome.timed_out:
         return EvalResult(status=TIMEOUT, message=f"no result within {budget_s:.0f} s (during {outcome.stage}); "
                           "the worker's process group was killed", details=info | {"stage": outcome.stage})
@@ -191,7 +210,8 @@ def _outcome_to_result(outcome: WorkerOutcome, cfg: EvalConfig, budget_s: float)
         status = RUNTIME_ERROR
         if "illegal memory access" in tail or "illegal address" in tail:
             status = "illegal_memory_access"
-        return EvalResult(status=status, message=f"worker died ({sig}) during {outcome.stage}",
+        why = f"; {outcome.channel_problem}" if outcome.channel_problem else ""
+        return EvalResult(status=status, message=f"worker died ({sig}) during {outcome.stage or 'start-up'}{why}",
                           details=info | {"stage": outcome.stage, "stderr_tail": outcome.stderr_tail[-1500:]})
     details = dict(res.get("details") or {})
     details.update(info)
@@ -225,7 +245,8 @@ def run_candidate(task: str | Path, candidate: str | Path, config: EvalConfig | 
     outcome = run_worker({"mode": "evaluate", "task": str(tpath.resolve()), "candidate": str(cpath.resolve()),
                           "kind": kind, "config": cfg.to_dict(), "device_type": _device_type()},
                          timeout_s=budget, max_rss_gb=cfg.max_rss_gb, env_extra=env,
-                         keep_workdir=cfg.keep_workdir, ready_key=_ready_key(env) if cfg.ready_workers else None)
+                         cache_entry=_cache_root(cfg) / built.key,
+                         keep_workdir=cfg.keep_workdir, ready_key=_ready_key(env, []) if cfg.ready_workers else None)
     result = _outcome_to_result(outcome, cfg, budget)
     result.task, result.candidate, result.protocol = str(task), str(candidate), cfg.protocol
     result.details.update(build_key=built.key, build_cached=built.cached, build_seconds=round(built.seconds, 3),
@@ -233,9 +254,9 @@ def run_candidate(task: str | Path, candidate: str | Path, config: EvalConfig | 
     return result
 
 
-def _ready_key(env: dict[str, str]) -> str:
-    """Jobs with the same device and cache folders can take each other's ready worker."""
-    return json.dumps({k: v for k, v in sorted(env.items()) if k not in PER_JOB_ENV})
+def _ready_key(env: dict[str, str], writable: list[str]) -> str:
+    """Jobs with the same device, cache folders and write access can take each other's ready worker."""
+    return json.dumps({k: v for k, v in sorted(env.items()) if k not in PER_JOB_ENV} | {"": sorted(writable)})
 
 
 def _device_type() -> str:

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import hashlib
 import inspect
+import json
 import logging
 import os
 import re
@@ -48,6 +49,69 @@ def build_key(candidate_source: str, *, arch: str, fast_headers: bool, extra: st
         tv = "?"
     blob = "\0".join([BUILD_VERSION, candidate_source, arch, str(fast_headers), tv, extra])
     return hashlib.sha256(blob.encode()).hexdigest()[:24]
+
+
+#: the largest build record read (a record holds a trimmed log and the build events)
+RECORD_LIMIT = 16 * 2**20
+
+
+def _entry_files(folder: Path, parts: tuple[str, ...]) -> dict[str, str]:
+    """``{relative path: sha256}`` of every plain file of the entry's parts (a link is listed as one)."""
+    out: dict[str, str] = {}
+    for part in parts:
+        base = folder / part
+        if not base.is_dir():
+            continue
+        for path in sorted(base.rglob("*")):
+            rel = str(path.relative_to(folder))
+            if path.is_symlink():
+                out[rel] = "link:" + os.readlink(path)
+            elif path.is_file():
+                digest = hashlib.sha256()
+                with open(path, "rb") as fh:
+                    for chunk in iter(lambda fh=fh: fh.read(1 << 20), b""):
+                        digest.update(chunk)
+                out[rel] = digest.hexdigest()
+            elif not path.is_dir():
+                out[rel] = "special"
+    return out
+
+
+def _seal(record: dict[str, Any], files: dict[str, str]) -> str:
+    return hashlib.sha256(json.dumps({"record": record, "files": files}, sort_keys=True,
+                                     default=str).encode()).hexdigest()
+
+
+def write_record(path: Path, folder: Path, record: dict[str, Any], *, parts: tuple[str, ...]) -> None:
+    """Write a build record (the parent does, never a worker) sealed with the hash of itself and of every
+    file of the entry; atomically, so a reader sees the old record or the new one."""
+    files = _entry_files(folder, parts)
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    tmp.write_text(json.dumps({"record": record, "files": files, "sha256": _seal(record, files)}, default=str))
+    os.replace(tmp, path)
+
+
+def read_record(path: Path, folder: Path, *, parts: tuple[str, ...],
+                check_files: bool = True) -> tuple[dict[str, Any] | None, str]:
+    """``(record, "")`` when the record and (with ``check_files``) the entry's files are as they were
+    sealed; ``(None, why)`` when not (``why`` is empty when there is no record at all)."""
+    try:
+        if path.is_symlink() or not path.is_file():
+            return None, "" if not os.path.lexists(path) else "the record is not a plain file"
+        if path.stat().st_size > RECORD_LIMIT:
+            return None, "the record is too large"
+        data = json.loads(path.read_text())
+    except (OSError, UnicodeDecodeError, ValueError, RecursionError) as exc:
+        return None, f"the record does not load ({type(exc).__name__})"
+    if not isinstance(data, dict) or not isinstance(data.get("record"), dict) \
+            or not isinstance(data.get("files"), dict):
+        return None, "the record has no sealed content (an old or a forged record)"
+    record, files = data["record"], data["files"]
+    if data.get("sha256") != _seal(record, files):
+        return None, "the record does not match its hash"
+    if check_files and _entry_files(folder, parts) != files:
+        return None, "the entry's files differ from the ones the build left"
+    return record, ""
 
 
 def default_cache_root() -> Path:

@@ -1,45 +1,66 @@
-"""Isolate a harness worker from the user's session: no secret in reach, no network.
+"""Isolate a harness worker: no secret in reach, nothing of the host writable, no network, no host socket.
 
 The property (not a deny list): whatever a candidate does, it cannot read a secret of the session that
-started it (the environment of any kernelskill process, the real home folder, the config file) and it
-cannot reach the network. Mechanism, strongest first:
+started it (the environment of any kernelskill process, the home folders, every settings file, ``.env``
+files, credential folders), it cannot change anything outside its own scratch folder (the package that
+judges it, the user's settings, the build cache, ``/etc``, ``/usr/local``, ``/opt``, ``/srv``...), and it
+cannot reach the network or a service's Unix socket. Mechanism, strongest first:
 
 ``namespaces``
     The worker is started through ``unshare --user --map-root-user --pid --fork --mount --net
-    --mount-proc`` and this module's launcher (``python -m kernelskill.pipeline.harness.isolation SPEC``),
-    with the scrubbed environment, so *every* process of the sandbox (launcher, worker, whatever the
-    candidate starts) holds no secret in its environ. The new PID namespace with its own ``/proc``
-    shows only the sandbox's processes (no parent to read ``/proc/<pid>/environ`` of). The launcher
-    mounts an empty tmpfs over the real home folder, the kernelskill home, ``/run`` (service sockets)
-    and the other configured places, gives the sandbox its own empty ``/tmp``, ``/var/tmp`` and
-    ``/dev/shm`` (nothing to read from or plant for other processes), bind-mounts back (read-only) only what the worker needs (the
-    Python installation, this package, the task and the candidate) and the work and build-cache folders
-    (writable), hides a ``kernelskill.toml`` in the starting folder behind an empty file, then drops
-    every capability (bounding set included, no_new_privs) so the candidate can neither undo a mount
-    nor configure the network namespace, whose only interface (loopback) is down: no connection goes
-    anywhere, 127.0.0.1 included.
+    --mount-proc`` and this module's launcher (``python -I -S isolation.py SPEC``), with the scrubbed
+    environment, so *every* process of the sandbox holds no secret in its environ and sees only the
+    sandbox's processes. The launcher (PID 1 of the sandbox, with every capability of its own user
+    namespace until it drops them):
+
+    1. opens the paths it must bring back (``O_PATH``) before anything is hidden;
+    2. makes the **whole mount tree read-only** (``mount_setattr(2)`` with ``AT_RECURSIVE`` and
+       ``MOUNT_ATTR_RDONLY``; on an older kernel each mount of ``/proc/self/mountinfo`` is remounted
+       read-only): the checkout of this package, the virtual environment, ``/etc``, ``/usr``, ``/opt``,
+       ``/srv``, everything;
+    3. puts an empty read-only tmpfs over the folders that hold secrets (the home folders, the
+       kernelskill home and every ``--home`` registered with :func:`protect`, XDG config, ``/root``,
+       ``/run``), and ``/dev/null`` over the settings and secret files of the starting folder
+       (``kernelskill.toml``, ``.env``, ``.env.*``, ``.netrc``...);
+    4. gives the sandbox its own empty ``/tmp``, ``/var/tmp`` and ``/dev/shm``;
+    5. binds back what the worker needs: read-only (the task, the candidate, import paths that were
+       hidden), and writable only the worker's own scratch folder and the build-cache folders of the
+       candidate's own key;
+    6. drops every capability (bounding set included) and sets ``no_new_privs``.
+
+    The network namespace has only a loopback interface, down (up only for the profiler, which talks to
+    its target through it: still nothing outside the sandbox). Path Unix sockets are refused by a
+    seccomp filter (:func:`deny_unix_sockets`, ``socket(AF_UNIX)`` fails with EPERM, ``socketpair``
+    works) that the worker installs before it imports the candidate, for every thread.
 
 ``process-only``
     Where user namespaces are not available (no ``unshare``, disabled by the kernel or a security
-    module): scrubbed environment, temporary HOME, own process group and limits, nothing more. Every
-    result then carries ``isolation: process-only`` and a warning is logged.
+    module): scrubbed environment, temporary HOME, own process group and limits, and the seccomp filter.
+    Every result then carries ``isolation: process-only``; ``optimize`` and ``bench run`` refuse to run
+    candidates so unless ``--allow-weak-isolation`` is given.
 
 ``KERNELSKILL_HARNESS_ISOLATION=namespaces|process`` forces one (``namespaces`` fails loudly when it
-cannot run). Standard library only (ctypes for mount(2) and prctl(2)).
+cannot run). Standard library only (ctypes for mount(2), mount_setattr(2), prctl(2), seccomp(2)).
 """
 
 from __future__ import annotations
 
 import ctypes
+import errno
+import fcntl
 import functools
 import json
 import logging
 import os
+import platform
 import pwd
 import shutil
+import socket
+import struct
 import subprocess
 import sys
 import tempfile
+import threading
 from pathlib import Path
 from typing import Any
 
@@ -50,46 +71,77 @@ PROCESS_ONLY = "process-only"
 ENV_FORCE = "KERNELSKILL_HARNESS_ISOLATION"
 #: extra folders or files to hide (os.pathsep-separated), e.g. a ``--home`` outside the home folder
 ENV_HIDE = "KERNELSKILL_HARNESS_HIDE"
-STATUS_FILE = "sandbox.status.json"
 #: shared scratch folders: each sandbox gets its own empty one (nothing planted by or for another process)
 SCRATCH = ("/tmp", "/var/tmp", "/dev/shm")
+#: settings and secret files of the starting folder (and of every home folder): never visible to a worker
+SECRET_FILES = ("kernelskill.toml", ".env", ".netrc", ".git-credentials", ".pypirc", ".npmrc", ".pgpass")
+#: credential folders, wherever they sit (the starting folder or a home folder)
+SECRET_DIRS = (".ssh", ".aws", ".gnupg", ".docker", ".kube", ".azure", ".config/gcloud", ".kernelskill")
 WARNING = ("isolation: process-only (user namespaces are not available here, so a candidate can read "
-           "what this user can read and reach the network)")
+           "what this user can read, write what this user can write and reach the network)")
 
 UNSHARE_ARGS = ["--user", "--map-root-user", "--pid", "--fork", "--mount", "--net", "--mount-proc",
                 "--propagation", "private"]
 
 # mount(2) / umount2(2) / prctl(2) constants (linux/fs.h, linux/prctl.h)
-MS_RDONLY, MS_NOSUID, MS_NODEV, MS_REMOUNT, MS_BIND, MS_REC = 1, 2, 4, 32, 4096, 16384
-MNT_DETACH = 2
+MS_RDONLY, MS_NOSUID, MS_NODEV, MS_NOEXEC, MS_REMOUNT, MS_BIND, MS_REC = 1, 2, 4, 8, 32, 4096, 16384
+MS_NOATIME, MS_NODIRATIME, MS_RELATIME = 1024, 2048, 1 << 21
 PR_CAPBSET_DROP, PR_SET_NO_NEW_PRIVS, PR_CAP_AMBIENT, PR_CAP_AMBIENT_CLEAR_ALL = 24, 38, 47, 4
 _LINUX_CAPABILITY_VERSION_3 = 0x20080522
+# mount_setattr(2): the same number on every architecture (the unified syscall table from 424 on)
+SYS_MOUNT_SETATTR, AT_FDCWD, AT_RECURSIVE, MOUNT_ATTR_RDONLY = 442, -100, 0x8000, 0x1
+
+_PROTECTED: set[str] = set()
+_PROTECTED_LOCK = threading.Lock()
+
+
+def protect(*paths: str | os.PathLike[str]) -> None:
+    """Hide these folders or files from every worker started by this process from now on (the settings'
+    home folder of a ``--home`` run: its ``kernelskill.toml`` holds the API key)."""
+    with _PROTECTED_LOCK:
+        _PROTECTED.update(os.path.realpath(os.path.expanduser(str(p))) for p in paths if str(p))
 
 
 # ------------------------------------------------------------------------------------ parent side
-def hidden_paths(cwd: Path | None = None) -> tuple[list[str], list[str]]:
-    """``(folders, files)`` that hold the user's secrets: the home folder (as the environment and the
-    password database name it), the kernelskill home, XDG config, ``/root``, ``/run``; and a
-    ``kernelskill.toml`` in the current folder (the config is read from there too)."""
-    folders: list[str] = []
-    candidates = [os.environ.get("HOME"), os.environ.get("KERNELSKILL_HOME"), os.environ.get("XDG_CONFIG_HOME"),
-                  os.environ.get("XDG_RUNTIME_DIR"), "/root", "/run"]
+def _home_folders() -> list[str]:
+    homes = [os.environ.get("HOME"), "/root"]
     try:
-        candidates.append(pwd.getpwuid(os.getuid()).pw_dir)
+        homes.append(pwd.getpwuid(os.getuid()).pw_dir)
     except KeyError:  # pragma: no cover - a uid without a passwd entry
         pass
+    return [h for h in homes if h]
+
+
+def hidden_paths(cwd: Path | None = None) -> tuple[list[str], list[str]]:
+    """``(folders, files)`` that hold the user's secrets or settings: the home folders (as the environment
+    and the password database name them), the kernelskill home and every protected path, XDG config,
+    ``/root``, ``/run``; the settings, ``.env`` and credential files and folders of the starting folder."""
+    start = str(cwd or os.getcwd())
+    candidates = [*_home_folders(), os.environ.get("KERNELSKILL_HOME"), os.environ.get("XDG_CONFIG_HOME"),
+                  os.environ.get("XDG_RUNTIME_DIR"), "/run"]
     candidates.extend(p for p in os.environ.get(ENV_HIDE, "").split(os.pathsep) if p)
+    with _PROTECTED_LOCK:
+        candidates.extend(_PROTECTED)
+    for base in (start, *_home_folders()):
+        candidates.extend(os.path.join(base, d) for d in SECRET_DIRS)
+        candidates.extend(os.path.join(base, f) for f in SECRET_FILES)
+        try:
+            candidates.extend(os.path.join(base, n) for n in os.listdir(base) if n.startswith(".env."))
+        except OSError:
+            pass
+    folders: list[str] = []
     files: list[str] = []
     for raw in candidates:
         if not raw:
             continue
-        path = os.path.realpath(raw)
+        path = os.path.realpath(os.path.expanduser(raw))
         if path == "/" or not os.path.exists(path):
             continue
-        (folders if os.path.isdir(path) else files).append(path)
-    toml = os.path.realpath(os.path.join(str(cwd or os.getcwd()), "kernelskill.toml"))
-    if os.path.isfile(toml):
-        files.append(toml)
+        if os.path.isdir(path):
+            if os.path.basename(path) != ".env":  # a virtual environment named .env is not a secret file
+                folders.append(path)
+        else:
+            files.append(path)
     return sorted(set(folders)), sorted(set(files))
 
 
@@ -112,8 +164,16 @@ def _unshare() -> str | None:
 
 
 def wrap(cmd: list[str], *, workdir: Path, env: dict[str, str], read_only: list[str],
-         writable: list[str]) -> list[str]:
-    """The command line that runs ``cmd`` inside the namespaces (the spec is written into ``workdir``)."""
+         writable: list[str], close_fds: list[int] | None = None, loopback: bool = False,
+         binds: list[tuple[str, str]] | None = None) -> list[str]:
+    """The command line that runs ``cmd`` inside the namespaces (the spec is written into ``workdir``).
+
+    ``writable``: the only folders the sandbox may write besides ``workdir`` (made now if missing).
+    ``close_fds``: descriptors the launcher closes once the worker runs (the result channel: only the
+    worker holds it). ``loopback``: bring the sandbox's own loopback interface up (the profiler).
+    ``binds``: ``(source, target)`` pairs: the writable folder ``source`` appears at ``target`` (a build-cache
+    entry copied into the work folder, seen at the entry's fixed path).
+    """
     folders, files = hidden_paths()
     nvidia = [str(p) for p in Path("/run").glob("nvidia*")] if Path("/run").is_dir() else []
     # the package's link folder, and the tools and libraries the worker's environment points to (nvcc,
@@ -125,14 +185,18 @@ def wrap(cmd: list[str], *, workdir: Path, env: dict[str, str], read_only: list[
 
     def kept(paths: list[str]) -> list[str]:
         # a kept path that IS a hidden folder (the home folder on sys.path, PATH=...:$HOME) would undo the
-        # hiding: it is dropped; what the worker needs inside it is kept by its own, deeper path
+        # hiding: it is dropped; what the worker needs inside it is kept by its own, deeper path. A secret
+        # file or credential folder inside a kept folder stays hidden (it is hidden after the binds).
         out = {os.path.realpath(p) for p in paths if os.path.exists(p)}
         return sorted(p for p in out if p not in hidden)
 
+    for folder in writable:
+        Path(folder).mkdir(parents=True, exist_ok=True)
     spec = {"hide_dirs": folders, "scratch_dirs": scratch, "hide_files": files,
             "read_only": kept([*needed_paths(), *read_only, *nvidia, *imports]),
             "writable": sorted({*kept(writable), os.path.realpath(workdir)}),
-            "status": str(workdir / STATUS_FILE), "cwd": str(workdir), "cmd": cmd}
+            "cwd": str(workdir), "cmd": cmd, "close_fds": list(close_fds or []), "loopback": loopback,
+            "binds": [[os.path.realpath(a), os.path.realpath(b)] for a, b in binds or []]}
     spec_path = workdir / "sandbox.spec.json"
     spec_path.write_text(json.dumps(spec))
     unshare = _unshare()
@@ -162,13 +226,17 @@ def _probe() -> str | None:
         return "no unshare program (util-linux)"
     workdir = Path(tempfile.mkdtemp(prefix="ks-sandbox-probe-"))
     try:
-        cmd = wrap([sys.executable, "-I", "-S", "-c", "import os; print(len(os.listdir('/proc')))"],
-                   workdir=workdir, env={}, read_only=[], writable=[])
+        # the probe checks the property, not only that unshare starts: / must be read-only inside
+        check = ("import os, sys\ntry:\n    open('/ks-probe-write', 'w')\nexcept OSError:\n    sys.exit(0)\n"
+                 "os.unlink('/ks-probe-write')\nsys.exit(7)")
+        cmd = wrap([sys.executable, "-I", "-S", "-c", check], workdir=workdir, env={}, read_only=[], writable=[])
         try:
             proc = subprocess.run(cmd, capture_output=True, text=True, timeout=30, cwd=workdir,
                                   env={"PATH": os.environ.get("PATH", "/usr/bin:/bin")})
         except (OSError, subprocess.TimeoutExpired) as exc:
             return f"unshare failed: {exc}"
+        if proc.returncode == 7:
+            return "the sandbox could not make the file system read-only"
         if proc.returncode != 0:
             last = (proc.stderr.strip() or proc.stdout.strip() or f"exit {proc.returncode}").splitlines()[-1]
             return f"unshare failed: {last[:200]}"
@@ -177,12 +245,60 @@ def _probe() -> str | None:
         shutil.rmtree(workdir, ignore_errors=True)
 
 
-def read_status(workdir: Path) -> int | None:
-    """The worker's return code as the launcher saw it (negative: killed by that signal)."""
-    try:
-        return int(json.loads((workdir / STATUS_FILE).read_text())["returncode"])
-    except (OSError, ValueError, KeyError, TypeError):
-        return None
+def worker_returncode(returncode: int | None, mode: str) -> int | None:
+    """The worker's own return code from the sandbox's exit status (negative: killed by that signal):
+    the launcher exits 128+N when the worker died of signal N."""
+    if mode == NAMESPACES and returncode is not None and 128 < returncode < 128 + 65:
+        return -(returncode - 128)
+    return returncode
+
+
+# ----------------------------------------------------------------------------- seccomp (both modes)
+_AUDIT_ARCH = {"x86_64": (0xC000003E, 41), "aarch64": (0xC00000B7, 198)}  # (AUDIT_ARCH_*, __NR_socket)
+_SYS_SECCOMP = {"x86_64": 317, "aarch64": 277}
+SECCOMP_SET_MODE_FILTER, SECCOMP_FILTER_FLAG_TSYNC = 1, 1
+SECCOMP_RET_ALLOW, SECCOMP_RET_ERRNO, SECCOMP_RET_KILL_PROCESS = 0x7FFF0000, 0x00050000, 0x80000000
+
+
+def deny_unix_sockets() -> str:
+    """Install a seccomp filter on every thread of this process (and what it starts): ``socket(AF_UNIX,
+    ...)`` fails with EPERM, so no path or abstract Unix socket of the host can be connected to;
+    ``socketpair`` (pipes between a process's own threads and children) still works. A foreign
+    architecture's system call is refused outright. Returns ``"on"`` or why it is not."""
+    machine = platform.machine()
+    if sys.platform != "linux" or machine not in _AUDIT_ARCH:
+        return f"off (no filter for {sys.platform}/{machine})"
+    arch, nr_socket = _AUDIT_ARCH[machine]
+    ld_w_abs, jeq_k, ret_k = 0x20, 0x15, 0x06
+
+    def insn(code: int, jt: int, jf: int, k: int) -> bytes:
+        return struct.pack("HBBI", code, jt, jf, k & 0xFFFFFFFF)
+
+    prog = b"".join([
+        insn(ld_w_abs, 0, 0, 4),  # seccomp_data.arch
+        insn(jeq_k, 1, 0, arch),
+        insn(ret_k, 0, 0, SECCOMP_RET_KILL_PROCESS),
+        insn(ld_w_abs, 0, 0, 0),  # seccomp_data.nr
+        insn(jeq_k, 0, 3, nr_socket),
+        insn(ld_w_abs, 0, 0, 16),  # args[0] (low 32 bits): the address family
+        insn(jeq_k, 0, 1, socket.AF_UNIX),
+        insn(ret_k, 0, 0, SECCOMP_RET_ERRNO | errno.EPERM),
+        insn(ret_k, 0, 0, SECCOMP_RET_ALLOW),
+    ])
+    filt = ctypes.create_string_buffer(prog, len(prog))
+
+    class SockFprog(ctypes.Structure):
+        _fields_ = [("len", ctypes.c_ushort), ("filter", ctypes.c_void_p)]
+
+    fprog = SockFprog(len(prog) // 8, ctypes.cast(filt, ctypes.c_void_p))
+    libc = ctypes.CDLL(None, use_errno=True)
+    libc.prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0)  # required for an unprivileged filter (already set in the sandbox)
+    rc = libc.syscall(_SYS_SECCOMP[machine], SECCOMP_SET_MODE_FILTER, SECCOMP_FILTER_FLAG_TSYNC,
+                      ctypes.byref(fprog))
+    if rc != 0:
+        err = ctypes.get_errno()
+        return f"off (seccomp: {os.strerror(err) if rc < 0 else f'thread {rc} could not be synchronised'})"
+    return "on"
 
 
 # ----------------------------------------------------------------------------- inside the sandbox
@@ -218,7 +334,7 @@ def _make_point(path: str, like: str) -> None:
 
 def _drop_privileges(libc: Any) -> None:
     """No capability is left (bounding set, ambient, effective/permitted/inheritable) and exec cannot
-    gain one back: the candidate can neither unmount what hides the user's files nor touch the network."""
+    gain one back: the candidate can neither undo a mount nor touch the network."""
     libc.prctl(PR_CAP_AMBIENT, PR_CAP_AMBIENT_CLEAR_ALL, 0, 0, 0)
     for cap in range(64):
         libc.prctl(PR_CAPBSET_DROP, cap, 0, 0, 0)  # EINVAL past the last capability: ignored
@@ -238,67 +354,157 @@ def _drop_privileges(libc: Any) -> None:
         raise OSError(ctypes.get_errno(), "PR_SET_NO_NEW_PRIVS failed")
 
 
-def _remount_read_only(libc: Any, path: str) -> None:
-    """Make a bind mount read-only, keeping the flags the original mount has locked (nodev, noexec...);
-    where the kernel still refuses, the path stays writable (it is the user's own code, not a secret)."""
+def _locked_flags(path: str) -> int:
+    """The per-mount flags the kernel will not let a user namespace clear (nosuid, nodev, noexec, atime)."""
     st = os.statvfs(path).f_flag
-    flags = MS_BIND | MS_REMOUNT | MS_RDONLY | MS_NOSUID | (st & (MS_NODEV | 8 | 1024 | 2048))
+    flags = MS_NOSUID | (st & (MS_NODEV | MS_NOEXEC | MS_NOATIME | MS_NODIRATIME))
     if st & 4096:  # ST_RELATIME
-        flags |= 1 << 21
-    try:
-        _mount(libc, None, path, None, flags)
-    except OSError as exc:
-        log.warning("sandbox: %s stays writable (%s)", path, exc.strerror)
+        flags |= MS_RELATIME
+    return flags
+
+
+def _remount(libc: Any, path: str, *, read_only: bool) -> None:
+    """Make one mount (a bind of ``path``) read-only or writable, keeping its locked flags."""
+    _mount(libc, None, path, None, MS_BIND | MS_REMOUNT | (MS_RDONLY if read_only else 0) | _locked_flags(path))
+
+
+def _mount_points() -> list[str]:
+    points = []
+    with open("/proc/self/mountinfo") as fh:
+        for line in fh:
+            raw = line.split()[4]
+            points.append(raw.encode().decode("unicode_escape").encode("latin-1").decode("utf-8", "replace"))
+    return sorted(set(points), key=lambda p: p.count("/"))
+
+
+def make_world_read_only(libc: Any) -> None:
+    """Every mount of this mount namespace becomes read-only: ``mount_setattr(2)`` on ``/`` with
+    AT_RECURSIVE; on a kernel without it (before 5.12), each mount point is remounted read-only."""
+
+    class MountAttr(ctypes.Structure):
+        _fields_ = [("attr_set", ctypes.c_uint64), ("attr_clr", ctypes.c_uint64),
+                    ("propagation", ctypes.c_uint64), ("userns_fd", ctypes.c_uint64)]
+
+    attr = MountAttr(MOUNT_ATTR_RDONLY, 0, 0, 0)
+    rc = libc.syscall(SYS_MOUNT_SETATTR, AT_FDCWD, b"/", AT_RECURSIVE, ctypes.byref(attr), ctypes.sizeof(attr))
+    if rc == 0:
+        return
+    first = ctypes.get_errno()
+    failed = []
+    for point in _mount_points():
+        try:
+            _remount(libc, point, read_only=True)
+        except OSError as exc:
+            failed.append(f"{point} ({exc.strerror})")
+    if failed and any(p.startswith("/ (") for p in failed):
+        raise OSError(first, "the file system could not be made read-only: " + ", ".join(failed[:5]))
+    if failed:
+        log.warning("sandbox: mounts left writable: %s", ", ".join(failed[:10]))
+
+
+def _loopback_up() -> None:
+    """Bring up the sandbox's own loopback interface (the profiler and its target talk through it)."""
+    siocgifflags, siocsifflags, iff_up = 0x8913, 0x8914, 0x1
+    with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as sock:
+        req = struct.pack("16sh14x", b"lo", 0)
+        flags = struct.unpack("16sh14x", fcntl.ioctl(sock.fileno(), siocgifflags, req))[1]
+        fcntl.ioctl(sock.fileno(), siocsifflags, struct.pack("16sh14x", b"lo", flags | iff_up))
 
 
 def setup(spec: dict[str, Any]) -> None:
-    """Hide the secrets' folders behind empty tmpfs mounts and bring back only what the worker needs.
+    """Make the world read-only, hide the secrets' folders and files, bring back what the worker needs.
 
-    Kept paths that lie in a hidden folder are opened (``O_PATH``) before anything is hidden and bound
-    back from ``/proc/self/fd`` afterwards. Hiding and bringing back run in order of path depth, so a
-    hidden folder inside a kept one (a kernelskill home inside the repository) is hidden again, and a
-    kept file inside that (the task of a run) comes back again.
+    Kept paths are opened (``O_PATH``) before anything is hidden and bound back from ``/proc/self/fd``
+    afterwards. Hiding and bringing back run in order of path depth, so a hidden folder inside a kept
+    one (a kernelskill home inside the repository) is hidden again, and a kept file inside that (the task
+    of a run) comes back again. Writable paths are always bound (on a read-only world) and made writable.
     """
     libc = _libc()
     scratch = set(spec.get("scratch_dirs", []))
     hide_dirs = [*spec["hide_dirs"], *sorted(scratch)]
     keeps = {p: True for p in spec["read_only"]} | {p: False for p in spec["writable"]}
     fds: dict[str, int] = {}
-    for path in keeps:
-        if any(_under(path, d) for d in hide_dirs):
+    for path, read_only in keeps.items():
+        if not read_only or any(_under(path, d) for d in hide_dirs):
             try:
                 fds[path] = os.open(path, os.O_PATH)
             except OSError as exc:  # gone since the spec was written (a test's temporary folder on sys.path)
                 log.warning("sandbox: %s is not kept (%s)", path, exc.strerror)
+    bind_fds = [(os.open(src, os.O_PATH), dst) for src, dst in spec.get("binds", [])]
+    if spec.get("loopback"):
+        _loopback_up()
+    make_world_read_only(libc)
     steps = [(d.count("/"), 0, d) for d in hide_dirs] + [(p.count("/"), 1, p) for p in fds]
+    hidden_mounts = []
     for _depth, kind, path in sorted(steps):
         if kind == 0:
+            inside_hidden = any(_under(path, d) and d != path for d in spec["hide_dirs"])
+            if path not in scratch and not os.path.isdir(path) and not inside_hidden \
+                    and any(_under(path, d) for d in scratch):
+                try:  # a hidden folder inside a scratch one (a --home under /tmp): hidden all the same
+                    os.makedirs(path)
+                except OSError:
+                    pass
             if os.path.isdir(path):
                 options = "size=1g,mode=1777" if path in scratch else "size=4m,mode=0755"
                 _mount(libc, "tmpfs", path, "tmpfs", MS_NOSUID | MS_NODEV, options)
-            continue
-        if not any(_under(path, d) for _dd, k, d in steps if k == 0 and d.count("/") <= path.count("/")):
+                if path not in scratch:
+                    hidden_mounts.append(path)
             continue
         source = f"/proc/self/fd/{fds[path]}"
         try:
             _make_point(path, source)
             _mount(libc, source, path, None, MS_BIND | MS_REC)
+            _remount(libc, path, read_only=keeps[path])
         except OSError as exc:  # the worker fails later, naming what it could not reach, if it needed this
+            if not keeps[path]:
+                raise OSError(exc.errno, f"{path} cannot be made writable: {exc.strerror}") from exc
             log.warning("sandbox: %s could not be bound back (%s)", path, exc.strerror)
-            continue
-        if keeps[path]:
-            _remount_read_only(libc, path)
-    for fd in fds.values():
+    for fd, dst in bind_fds:
+        source = f"/proc/self/fd/{fd}"
+        _make_point(dst, source)
+        _mount(libc, source, dst, None, MS_BIND | MS_REC)
+        _remount(libc, dst, read_only=False)
+    for fd in [*fds.values(), *(fd for fd, _dst in bind_fds)]:
         os.close(fd)
-    for f in spec["hide_files"]:
-        if f not in keeps and os.path.isfile(f):
-            _mount(libc, "/dev/null", f, None, MS_BIND)
+    _hide_files(libc, spec["hide_files"], sorted(scratch), spec["hide_dirs"])
+    for path in reversed(hidden_mounts):  # the mount points made for the kept paths are in place: read-only
+        _remount(libc, path, read_only=True)
     _drop_privileges(libc)
+
+
+def _hide_files(libc: Any, files: list[str], scratch: list[str], hidden_dirs: list[str]) -> None:
+    """Each secret file reads as empty and cannot be written: an empty file (made in a scratch tmpfs, then
+    unlinked there) is bound over it, read-only. One missing from this view (its folder is a scratch one)
+    is made first, so the candidate cannot create it there either."""
+    empty = None
+    for folder in scratch:
+        candidate = os.path.join(folder, f".ks-hidden-{os.getpid()}")
+        try:
+            with open(candidate, "w"):
+                pass
+            empty = candidate
+            break
+        except OSError:
+            continue
+    for f in files:
+        try:
+            if not os.path.exists(f):
+                if any(_under(f, d) for d in hidden_dirs) or not any(_under(f, d) for d in scratch):
+                    continue  # inside a hidden folder already (or nowhere to be made)
+                _make_point(f, empty or "/dev/null")
+            _mount(libc, empty or "/dev/null", f, None, MS_BIND)
+            if empty:
+                _remount(libc, f, read_only=True)
+        except OSError as exc:
+            log.warning("sandbox: %s could not be hidden (%s)", f, exc.strerror)
+    if empty:
+        os.unlink(empty)
 
 
 def launch(spec_path: str) -> int:
     """PID 1 of the sandbox: set up, run the worker, record how it ended, exit. Nothing configures logging
-    in this process: its warnings reach stderr (the worker's channel, which the harness keeps) through
+    in this process: its warnings reach stderr (the worker's output, which the harness keeps) through
     logging's last-resort handler, message only."""
     spec = json.loads(Path(spec_path).read_text())
     try:
@@ -313,6 +519,11 @@ def launch(spec_path: str) -> int:
             os.execv(spec["cmd"][0], spec["cmd"])
         finally:
             os._exit(127)
+    for fd in spec.get("close_fds", []):  # only the worker holds the result channel
+        try:
+            os.close(int(fd))
+        except OSError:
+            pass
     code = 0
     while True:  # as PID 1, reap every orphan until the worker itself ends
         try:
@@ -322,10 +533,6 @@ def launch(spec_path: str) -> int:
         if done == pid:
             code = -os.WTERMSIG(status) if os.WIFSIGNALED(status) else os.WEXITSTATUS(status)
             break
-    tmp = spec["status"] + ".tmp"
-    with open(tmp, "w") as fh:
-        json.dump({"returncode": code}, fh)
-    os.replace(tmp, spec["status"])
     return 0 if code == 0 else (code if code > 0 else 128 - code)
 
 

@@ -22,6 +22,8 @@ from typing import Any
 
 from kernelskill.errors import KernelskillError
 
+from .isolation import deny_unix_sockets
+
 TASK_NAMES = ("Model", "get_inputs", "get_init_inputs")
 
 
@@ -119,8 +121,15 @@ def cu_forward_declaration(source: str) -> str:
     return head[: head.index("forward")] + "forward(" + m.group(1) + ");"
 
 
+#: whether the Unix-socket filter is on in this worker (set when the first candidate is imported)
+SOCKET_FILTER: dict[str, str] = {}
+
+
 def load_candidate(path: str | Path, kind: str, name: str = "ks_candidate") -> Any:
-    """Import the candidate and return its ``ModelNew`` class."""
+    """Import the candidate and return its ``ModelNew`` class. First, for every thread of this worker,
+    ``socket(AF_UNIX)`` is refused (:func:`.isolation.deny_unix_sockets`): CUDA is up by now."""
+    if "unix_sockets" not in SOCKET_FILTER:
+        SOCKET_FILTER["unix_sockets"] = deny_unix_sockets()
     if kind == "python":
         module = load_module(path, name)
         if not hasattr(module, "ModelNew"):

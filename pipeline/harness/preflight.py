@@ -15,6 +15,8 @@ import os
 from kernelskill.errors import KernelskillError
 
 from .fastpath import find_nvcc
+from .isolation import NAMESPACES, protect
+from .isolation import available as available_isolation
 
 #: text that means a candidate runs CUDA code of its own (else it may be evaluated on the CPU device)
 CUDA_MARKERS = ("load_inline", "cpp_extension", "CudaModule", "fastpath", "compile_cubin", "nvrtc", "cupy",
@@ -64,4 +66,26 @@ def check_machine(source: str, kind: str, *, building: bool = False) -> None:
             raise HarnessUnavailable(f"cannot evaluate a CUDA candidate here: {problem}")
 
 
-__all__ = ["HarnessUnavailable", "check_machine", "cuda_problem", "needs_cuda"]
+class WeakIsolation(KernelskillError):
+    """Candidates would run with process isolation only, and the user did not accept that."""
+
+
+WEAK_ISOLATION_FLAG = "--allow-weak-isolation"
+
+
+def require_isolation(allow_weak: bool, *, home: str | None = None) -> str:
+    """Before a command runs candidates: the isolation they will get. Raises :class:`WeakIsolation` (exit 2)
+    where only process isolation is available and ``allow_weak`` is off. ``home`` (the settings' home
+    folder, its ``kernelskill.toml`` holds the key) is hidden from every worker from now on."""
+    if home:
+        protect(home)
+    mode = available_isolation()
+    if mode != NAMESPACES and not allow_weak:
+        raise WeakIsolation("candidates would run with process-only isolation here (user namespaces are not "
+                            "available), so generated code could read your files and reach the network; pass "
+                            f"{WEAK_ISOLATION_FLAG} to run them anyway")
+    return mode
+
+
+__all__ = ["WEAK_ISOLATION_FLAG", "HarnessUnavailable", "WeakIsolation", "check_machine", "cuda_problem",
+           "needs_cuda", "require_isolation"]

@@ -16,7 +16,9 @@ import re
 import shutil
 from pathlib import Path
 
-from .api import _build_env, build
+from .api import _build_env, _cache_root, build
+from .isolation import NAMESPACES
+from .isolation import available as available_isolation
 from .loader import inspect_candidate, inspect_task
 from .results import EvalConfig, ProfileResult
 from .sandbox import run_worker
@@ -93,16 +95,19 @@ def parse_ncu_csv(text: str) -> tuple[list[dict[str, str]], dict[str, str]]:
 
 def profile(task: str | Path, candidate: str | Path, config: EvalConfig | None = None, *,
             target: str = "candidate", metrics: tuple[str, ...] = METRICS) -> ProfileResult:
+    """Profile one forward of ``candidate`` (or the task's reference). The profiler and the candidate run
+    in the same sandbox as an evaluation (``isolation`` says which)."""
     cfg = config or EvalConfig()
+    mode = available_isolation()
     ncu = find_ncu()
     if ncu is None:
         return ProfileResult(ok=False, message="ncu (Nsight Compute) was not found: install it or set "
-                             "KERNELSKILL_NCU to its path")
+                             "KERNELSKILL_NCU to its path", isolation=mode)
     tpath = inspect_task(task).path
     cpath, _source, kind = inspect_candidate(candidate)
     built = build(cpath, cfg)
     if not built.ok:
-        return ProfileResult(ok=False, message=f"candidate does not build: {built.message}")
+        return ProfileResult(ok=False, message=f"candidate does not build: {built.message}", isolation=mode)
     env = _build_env(cfg, built.key)
     if cfg.device is not None:
         env["CUDA_VISIBLE_DEVICES"] = str(cfg.device)
@@ -113,7 +118,7 @@ def profile(task: str | Path, candidate: str | Path, config: EvalConfig | None =
         outcome = run_worker({"mode": "profile", "task": str(tpath.resolve()), "candidate": str(cpath.resolve()),
                               "kind": kind, "config": cfg.to_dict(), "target": target},
                              timeout_s=cfg.run_timeout_s + 300, max_rss_gb=cfg.max_rss_gb, env_extra=env,
-                             command_prefix=prefix, full_output=True)
+                             command_prefix=prefix, full_output=True, cache_entry=_cache_root(cfg) / built.key)
         text = outcome.extra.get("output", outcome.stderr_tail)
         # an older or newer ncu may not know a metric: it refuses the whole run, so ask again without it
         unknown = [m for m in UNKNOWN_METRIC_RE.findall(text) if m in wanted]
@@ -122,16 +127,22 @@ def profile(task: str | Path, candidate: str | Path, config: EvalConfig | None =
         log.warning("ncu does not know %s; profiling without it", ", ".join(unknown))
         dropped += unknown
         wanted = [m for m in wanted if m not in unknown]
+    mode = outcome.isolation
     if "ERR_NVGPUCTRPERM" in text:
-        return ProfileResult(ok=False, message=PERMISSION_HELP, csv=text, command=prefix)
+        sandboxed = (" The profiler runs inside the candidate's sandbox, where it holds no administrator "
+                     "right." if mode == NAMESPACES else "")
+        return ProfileResult(ok=False, message=PERMISSION_HELP + sandboxed, csv=text, command=prefix, isolation=mode)
+    if outcome.forged:
+        return ProfileResult(ok=False, message=f"the profiled candidate forged a verdict: {outcome.forged}",
+                             command=prefix, isolation=mode)
     rows, units = parse_ncu_csv(text)
     if outcome.timed_out:
-        return ProfileResult(ok=False, message="profiling timed out", csv=text, command=prefix)
+        return ProfileResult(ok=False, message="profiling timed out", csv=text, command=prefix, isolation=mode)
     if not rows:
         res = outcome.result or {}
-        why = res.get("message") or f"ncu returned {outcome.returncode}"
+        why = res.get("message") or outcome.channel_problem or f"ncu returned {outcome.returncode}"
         return ProfileResult(ok=False, message=f"no kernel rows in the ncu output ({why})", csv=text[-4000:],
-                             command=prefix)
+                             command=prefix, isolation=mode)
     skipped = f" (this ncu does not know {', '.join(dropped)})" if dropped else ""
     return ProfileResult(ok=True, message=f"{len(rows)} kernel launch(es) profiled{skipped}", csv=text, rows=rows,
-                         units=units, command=prefix)
+                         units=units, command=prefix, isolation=mode)

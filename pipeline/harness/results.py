@@ -44,6 +44,7 @@ CHEAT_CHECKS: tuple[str, ...] = (
     "pointer_cache",  # outputs keyed by input pointer (stale after an in-place input change)
     "side_stream",  # work outside the timed stream (CUDA events far below wall time)
     "speed_of_light",  # faster than bytes-moved / FLOPs allow on this GPU
+    "forged_result",  # a verdict written by the candidate (a result file, a printed or forged record)
 )
 
 
@@ -185,6 +186,7 @@ class ProfileResult(_Record):
     rows: list[dict[str, str]] = field(default_factory=list)
     units: dict[str, str] = field(default_factory=dict)
     command: list[str] = field(default_factory=list)
+    isolation: str = ""  # namespaces | process-only: how the profiled candidate was isolated
 
 
 def trim_log(text: str, limit: int = 6000) -> str:

@@ -1,6 +1,8 @@
-"""The harness worker: ``python -m kernelskill.pipeline.harness.worker REQUEST.json RESULT.json``.
+"""The harness worker: ``python -m kernelskill.pipeline.harness.worker [--ready WORKDIR] --result-fd N``.
 
-Started by :mod:`.sandbox` in its own process group. Modes:
+Started by :mod:`.sandbox` in its own process group. The job (with its nonce) arrives as one JSON line
+on stdin; the verdict leaves through the inherited descriptor N (:mod:`.channel`): stage lines, then
+one record. No file is written as a verdict. Modes:
 
 * ``build``: import the candidate with the GPU hidden, so load_inline / fast-path builds run on the
   CPU and land in the build folder of the candidate's source hash;
@@ -8,26 +10,42 @@ Started by :mod:`.sandbox` in its own process group. Modes:
 * ``profile``: one forward between cudaProfilerStart/Stop, for ``ncu --profile-from-start off``.
 
 ``worker --ready WORKDIR`` is a worker started before its job (see ``sandbox.run_worker(ready_key=...)``):
-it imports torch and the evaluation code, brings CUDA up when the parent says no timing is running, and
-waits for ``WORKDIR/request.json``. Python, torch and the CUDA context then cost the next candidate nothing.
+it imports torch and the evaluation code, brings CUDA up when the parent says no timing is running (a
+``cuda`` line on stdin), and waits for the job's line. Python, torch and the CUDA context then cost the
+next candidate nothing.
 
-The result is one JSON object. A sticky CUDA error ends the process right after the result is
+The result is one JSON object. A sticky CUDA error ends the process right after the record is
 written (the context is unusable); the exit is always ``os._exit`` so a stray non-daemon thread
 cannot keep the worker alive.
 """
 
 from __future__ import annotations
 
+import fcntl
 import json
 import os
 import resource
+import select
+import stat
 import sys
 import time
 import traceback
-from pathlib import Path
 from typing import Any
 
+from .channel import WORKER_LOG, Writer
 from .failures import Stage, classify_exception
+
+
+class ChannelStage(Stage):
+    """The stage of the worker, streamed to the parent on the result channel (never to a file)."""
+
+    def __init__(self, writer: Writer) -> None:
+        super().__init__(None)
+        self.writer = writer
+
+    def __call__(self, name: str) -> None:
+        super().__call__(name)
+        self.writer.stage(name)
 
 
 def _die_with_parent() -> None:
@@ -53,13 +71,6 @@ def _set_limits(req: dict[str, Any]) -> None:
         resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
     except (ValueError, OSError):
         pass
-
-
-def _write(path: str, data: dict[str, Any]) -> None:
-    tmp = f"{path}.tmp"
-    with open(tmp, "w") as fh:
-        json.dump(data, fh, default=str)
-    os.replace(tmp, path)
 
 
 def do_build(req: dict[str, Any], stage: Stage) -> dict[str, Any]:
@@ -90,14 +101,24 @@ def _fail(status: str, message: str, **details: Any) -> dict[str, Any]:
     return {"status": status, "correct": False, "message": message, "details": details}
 
 
-#: how a ready worker learns its job (``--ready WORKDIR``): the parent renames the request into place
-READY_REQUEST = "request.json"
-READY_CUDA = "cuda.go"  # the parent's sign that no timed run is going on: bring CUDA up now
+def _read_line(fd: int, buf: bytearray, timeout: float | None) -> bytes | None:
+    """One line from ``fd`` (None on timeout); raises EOFError when the parent closed it first."""
+    while b"\n" not in buf:
+        if timeout is not None and not select.select([fd], [], [], timeout)[0]:
+            return None
+        chunk = os.read(fd, 1 << 16)
+        if not chunk:
+            raise EOFError("the parent closed the job channel")
+        buf.extend(chunk)
+    i = buf.index(b"\n")
+    line = bytes(buf[:i])
+    del buf[: i + 1]
+    return line
 
 
-def wait_ready(workdir: str) -> list[str]:
+def wait_ready() -> dict[str, Any]:
     """A ready worker: torch and the evaluation code imported (and CUDA up once the parent says so) before
-    the candidate is known; returns the ``[prog, REQUEST, RESULT]`` argv of the job when it arrives.
+    the candidate is known; returns the job when its line arrives on stdin.
 
     It never runs candidate code before its one job, so each candidate still gets a fresh process.
     """
@@ -108,28 +129,64 @@ def wait_ready(workdir: str) -> list[str]:
 
     with torch.no_grad(), OpRecorder(), torch.device("cpu"):  # their first use loads lazily: on the CPU now
         torch.zeros(2).add_(1).sum()
-    folder = Path(workdir)
-    cuda_up = False
-    while not (folder / READY_REQUEST).is_file():
-        if not cuda_up and (folder / READY_CUDA).is_file() and torch.cuda.is_available():
-            torch.zeros(1, device="cuda").add_(1)  # the context and the elementwise kernels load now
-            torch.cuda.synchronize()
-            cuda_up = True
-        time.sleep(0.02)
-    req = json.loads((folder / READY_REQUEST).read_text())
-    for name, value in (req.get("env") or {}).items():  # the job's build folders
-        os.environ[name] = str(value)
-    return [sys.argv[0], str(folder / READY_REQUEST), str(folder / "result.json")]
+    buf = bytearray()
+    while True:
+        line = _read_line(0, buf, None)
+        if line is None or not line.strip():
+            continue
+        if line.strip() == b"cuda":
+            if torch.cuda.is_available():
+                torch.zeros(1, device="cuda").add_(1)  # the context and the elementwise kernels load now
+                torch.cuda.synchronize()
+            continue
+        req = json.loads(line)
+        for name, value in (req.get("env") or {}).items():  # the job's build folders
+            os.environ[name] = str(value)
+        return req
+
+
+def _parse_args(argv: list[str]) -> tuple[bool, int]:
+    """``(ready, channel fd)``; the channel is moved to a high descriptor that the candidate's children do
+    not inherit (-1 when it is not the pipe the parent passed: then no record is written)."""
+    ready = "--ready" in argv
+    fd = int(argv[argv.index("--result-fd") + 1])
+    try:
+        if not stat.S_ISFIFO(os.fstat(fd).st_mode):
+            return ready, -1
+    except OSError:
+        return ready, -1
+    try:
+        high = fcntl.fcntl(fd, fcntl.F_DUPFD_CLOEXEC, 200)
+    except OSError:  # a low descriptor limit: the channel stays where it is, closed on exec all the same
+        os.set_inheritable(fd, False)
+        return ready, fd
+    os.close(fd)
+    return ready, high
+
+
+def _close_stdin() -> None:
+    """The job has arrived: nothing more is read, and the candidate finds no pipe to the parent there."""
+    null = os.open(os.devnull, os.O_RDONLY)
+    os.dup2(null, 0)
+    os.close(null)
 
 
 def main(argv: list[str]) -> None:
-    if len(argv) == 3 and argv[1] == "--ready":
-        _die_with_parent()
-        argv = wait_ready(argv[2])
-    req = json.loads(Path(argv[1]).read_text())
-    out_path = argv[2]
-    stage = Stage(req.get("stage_file"))
+    ready, fd = _parse_args(argv)
+    _die_with_parent()
+    try:
+        req = wait_ready() if ready else json.loads(_read_line(0, bytearray(), None) or b"{}")
+    except (EOFError, ValueError):
+        os._exit(5)  # no job: nothing to report
+    _close_stdin()
+    writer = Writer(fd, str(req.pop("nonce", "")))
+    stage = ChannelStage(writer)
     _set_limits(req)
+    if req.get("mode") == "profile":  # the profiler's output is ours: the candidate's prints go elsewhere
+        log_fd = os.open(WORKER_LOG, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+        os.dup2(log_fd, 1)
+        os.dup2(log_fd, 2)
+        os.close(log_fd)
     sticky = False
     try:
         mode = req["mode"]
@@ -157,7 +214,7 @@ def main(argv: list[str]) -> None:
         result["details"].setdefault("stage", stage.name)
         result["details"]["stage_times_s"] = stage.times | {"end": round(time.perf_counter() - stage.t0, 3)}
     try:
-        _write(out_path, result)
+        writer.record(result)
     finally:
         sys.stdout.flush()
         sys.stderr.flush()
