@@ -2,7 +2,7 @@
 
 Mode 1 (the GPU box; torch, triton and the standard library)::
 
-    python benchmarks/ec_tf32_conv_accuracy.py [--trials 50] [--out $OUT/ec_tf32_conv.json]
+    python benchmarks/ec_tf32_conv_accuracy.py [--trials 50] [--out $OUT/ec_tf32_conv.json] [--with-implicit-gemm]
 
 For the worked examples of ``ec_tf32_library_conv`` and ``library_conv_epilogue_fusion`` (kb/skills/examples)
 it runs, on the task's inputs (torch.rand, seeded) and on zero-mean inputs (torch.randn):
@@ -20,7 +20,9 @@ events around each call, a 256 MB L2 flush before each, 3 warm-ups.
 A shape sweep then runs the example's generic helper (``ec_tf32_conv``: the split, the channel stacking and
 one cuDNN call) against eager TF32 and eager fp32 on 1x1, stem (C = 3), small-channel, grouped, depthwise,
 transposed, 3D and channels-last convolutions, with cuDNN's autotuner on and off, and through
-``torch.cudnn_convolution`` (the per-call ``allow_tf32`` argument, no flags scope) where that op exists.
+``torch.cudnn_convolution`` (the per-call ``allow_tf32`` argument, no flags scope) where that op exists, and
+as three TF32 convolutions summed in fp32 (groups 1). ``--with-implicit-gemm`` adds the strict protocol's route:
+the hand-written compensated implicit GEMM of ``ec_tf32_implicit_gemm_conv`` against float64.
 
 It prints tables and writes JSON (default ``$OUT/ec_tf32_conv.json`` when ``$OUT`` is set).
 
@@ -90,6 +92,19 @@ def _load(path: Path, name: str):
     return module
 
 
+#: where the run happens: "cuda" for measurements; "cpu" only for a smoke run of this script (--smoke, with
+#: TRITON_INTERPRET=1), whose times mean nothing
+DEVICE = "cuda"
+SMOKE = False
+
+
+def _sync() -> None:
+    import torch
+
+    if DEVICE == "cuda":
+        torch.cuda.synchronize()
+
+
 class Timer:
     """Medians of CUDA-event times around single calls, each after a 256 MB L2 flush."""
 
@@ -97,16 +112,21 @@ class Timer:
         import torch
 
         self.trials = trials
-        self.flush = torch.empty(64 * 1024 * 1024, dtype=torch.int32, device="cuda")
+        self.flush = torch.empty(64 * 1024 * 1024 if DEVICE == "cuda" else 16, dtype=torch.int32, device=DEVICE)
 
     def __call__(self, fn) -> tuple[float, float]:
         import torch
 
         for _ in range(3):
             fn()
-        torch.cuda.synchronize()
+        _sync()
         times = []
         for _ in range(self.trials):
+            if DEVICE != "cuda":
+                t0 = time.perf_counter()
+                fn()
+                times.append((time.perf_counter() - t0) * 1e3)
+                continue
             self.flush.zero_()
             start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
             start.record()
@@ -155,13 +175,13 @@ def measure_example(method: str, timer: Timer, ec_module) -> dict:
     task = _load(folder / "task.py", f"ks_conv_task_{method}")
     init = task.get_init_inputs()
     torch.manual_seed(42)
-    model = task.Model(*init).cuda().eval()
+    model = task.Model(*init).to(DEVICE).eval()
     model64 = copy.deepcopy(model).double()
     news = {}
     for variant in ("before", "after"):
         mod = _load(folder / f"{variant}.py", f"ks_conv_{variant}_{method}")
         torch.manual_seed(42)
-        news[variant] = (mod, mod.ModelNew(*init).cuda().eval())
+        news[variant] = (mod, mod.ModelNew(*init).to(DEVICE).eval())
     for _, m in news.values():
         m.load_state_dict(model.state_dict())  # same weights whatever the constructors draw
 
@@ -196,16 +216,18 @@ def measure_example(method: str, timer: Timer, ec_module) -> dict:
         for label, maker in (("task_rand", task.get_inputs), ("randn", None)):
             torch.manual_seed(1000)
             if maker is None:
-                x = torch.randn_like(task.get_inputs()[0]).cuda()
+                x = torch.randn_like(task.get_inputs()[0]).to(DEVICE)
             else:
-                x = maker()[0].cuda()
+                x = maker()[0].to(DEVICE)
+            if SMOKE:
+                x = x[:1].contiguous()
             ref64 = model64(x.double())
             ref32 = eager_fp32(x)
             rows = {}
             for name, fn in calls.items():
                 try:
                     out = fn(x)
-                    torch.cuda.synchronize()
+                    _sync()
                     rows[name] = errors(out, ref64, ref32)
                     if label == "task_rand":
                         rows[name]["ms"], rows[name]["iqr_ms"] = timer(lambda fn=fn, x=x: fn(x))
@@ -232,11 +254,13 @@ def measure_sweep(name: str, spec: tuple, timer: Timer, ec) -> dict:
 
     kind, kwargs, shape = spec
     torch.manual_seed(42)
-    m = _sweep_module(kind, kwargs, len(shape)).cuda().eval()
+    m = _sweep_module(kind, kwargs, len(shape)).to(DEVICE).eval()
     m64 = copy.deepcopy(m).double()
     transposed = kind == "convT"
     torch.manual_seed(1000)
-    x = torch.rand(shape, device="cuda")
+    if SMOKE:
+        shape = (1, *shape[1:])
+    x = torch.rand(shape, device=DEVICE)
     if name.endswith("_nhwc"):
         x = x.contiguous(memory_format=torch.channels_last)
         m = m.to(memory_format=torch.channels_last)
@@ -265,6 +289,21 @@ def measure_sweep(name: str, spec: tuple, timer: Timer, ec) -> dict:
                  "ec_with_weight_split": lambda: ec.ec_tf32_conv(x, ec.stack_weight(w, groups, transposed), m.stride,
                                                                  m.padding, m.dilation, groups, transposed=transposed,
                                                                  **extra)}
+        if not transposed and groups == 1 and not name.endswith("_nhwc"):
+            conv_fn = {3: torch.nn.functional.conv1d, 4: torch.nn.functional.conv2d,
+                       5: torch.nn.functional.conv3d}[x.dim()]
+            c_in = x.shape[1]
+
+            def ec_three_convs():  # the same parts, three TF32 convolutions summed in fp32 (shorter chains)
+                xs = ec.stack_input(x, 1)
+                x_lo, x_hi = xs[:, :c_in], xs[:, c_in:2 * c_in]
+                w_hi, w_lo = w_st[:, :c_in], w_st[:, c_in:2 * c_in]
+                with _cudnn_flags(True, benchmark=True):
+                    y = conv_fn(x_lo, w_hi, None, m.stride, m.padding, m.dilation)
+                    y += conv_fn(x_hi, w_lo, None, m.stride, m.padding, m.dilation)
+                    y += conv_fn(x_hi, w_hi, None, m.stride, m.padding, m.dilation)
+                return y
+            calls["ec_three_convs"] = ec_three_convs
         if not transposed and hasattr(torch, "cudnn_convolution"):
             def ec_percall():
                 xs = ec.stack_input(x, groups)
@@ -274,20 +313,75 @@ def measure_sweep(name: str, spec: tuple, timer: Timer, ec) -> dict:
         for vname, fn in calls.items():
             try:
                 out = fn()
-                torch.cuda.synchronize()
+                _sync()
                 rows[vname] = errors(out, ref64, ref32)
                 rows[vname]["ms"], rows[vname]["iqr_ms"] = timer(fn)
             except Exception as exc:
-                rows[vname] = {"error": f"{type(exc).__name__}: {exc}"[-800:]}
+                rows[vname] = {"error": f"{type(exc).__name__}: {exc}"[:800]}
     _with_ratio(rows)
     row["variants"] = rows
     return row
 
 
+def measure_implicit_gemm(timer: Timer, ec) -> dict:
+    """The strict protocol's route: the hand-written compensated implicit GEMM (ec_tf32_implicit_gemm_conv's
+    after.py, built with load_inline) next to eager fp32, plain TF32 cuDNN and the library split, all against
+    float64 on the example's shape (its before, an FFMA implicit GEMM, is measured by kb_evidence.py)."""
+    import copy
+
+    import torch
+    import torch.nn.functional as F
+
+    folder = EXAMPLES / "ec_tf32_implicit_gemm_conv"
+    task = _load(folder / "task.py", "ks_conv_task_igemm")
+    init = task.get_init_inputs()
+    torch.manual_seed(42)
+    model = task.Model(*init).to(DEVICE).eval()
+    model64 = copy.deepcopy(model).double()
+    t0 = time.time()
+    mod = _load(folder / "after.py", "ks_conv_after_igemm")  # load_inline builds here
+    build_s = round(time.time() - t0, 1)
+    new = mod.ModelNew(*init).to(DEVICE).eval()
+    new.load_state_dict(model.state_dict())
+    w = model.conv.weight
+    w_st = ec.stack_weight(w, 1)
+
+    def tf32_conv(x):
+        with _cudnn_flags(True, benchmark=True):
+            return F.conv2d(x, w, None, 1, 1)
+
+    calls = {"eager_fp32": model, "cudnn_tf32": tf32_conv, "after_implicit_gemm": new,
+             "library_ec": lambda x: ec.ec_tf32_conv(x, w_st, 1, 1, 1, 1)}
+    result: dict = {"task": "examples/ec_tf32_implicit_gemm_conv/task.py", "build_s": build_s, "inputs": {}}
+    with torch.no_grad():
+        for label in ("task_randn", "rand"):
+            torch.manual_seed(1000)
+            x = task.get_inputs()[0].to(DEVICE)
+            if label == "rand":
+                x = torch.rand_like(x)
+            if SMOKE:
+                x = x[:1].contiguous()
+            ref64 = model64(x.double())
+            ref32 = model(x)
+            rows = {}
+            for name, fn in calls.items():
+                try:
+                    out = fn(x)
+                    _sync()
+                    rows[name] = errors(out, ref64, ref32)
+                    if label == "task_randn":
+                        rows[name]["ms"], rows[name]["iqr_ms"] = timer(lambda fn=fn, x=x: fn(x))
+                except Exception as exc:
+                    rows[name] = {"error": f"{type(exc).__name__}: {exc}"[:800]}
+            _with_ratio(rows)
+            result["inputs"][label] = rows
+    return result
+
+
 def _gpu_name() -> str:
     import torch
 
-    return torch.cuda.get_device_name(0)
+    return torch.cuda.get_device_name(0) if DEVICE == "cuda" else "cpu (smoke run)"
 
 
 def print_example_table(res: dict) -> None:
@@ -327,7 +421,10 @@ def print_sweep_table(rows: dict) -> None:
 def measure(args: argparse.Namespace) -> int:
     import torch
 
-    if not torch.cuda.is_available():
+    global DEVICE, SMOKE
+    if args.smoke:
+        DEVICE, SMOKE = "cpu", True
+    elif not torch.cuda.is_available():
         print("error: no CUDA device", file=sys.stderr)
         return 2
     torch.backends.cudnn.allow_tf32 = True  # PyTorch's defaults: eager_tf32 is what eager runs
@@ -359,6 +456,14 @@ def measure(args: argparse.Namespace) -> int:
                 report["sweep"][name] = {"error": f"{type(exc).__name__}: {exc}", "trace": traceback.format_exc()}
             _write(out_path, report)
         print_sweep_table(report["sweep"])
+    if args.with_implicit_gemm:
+        try:
+            report["implicit_gemm"] = measure_implicit_gemm(timer, ec)
+            print_example_table({"method": "ec_tf32_implicit_gemm_conv (strict route)",
+                                 "inputs": report["implicit_gemm"]["inputs"]})
+        except Exception as exc:
+            report["implicit_gemm"] = {"error": f"{type(exc).__name__}: {exc}"[-3000:]}
+            print(f"implicit gemm: ERROR {exc}")
     report["wall_s"] = round(time.time() - t0, 1)
     _write(out_path, report)
     print(f"\nwrote {out_path} ({report['wall_s']} s)")
@@ -448,6 +553,10 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--trials", type=int, default=50)
     p.add_argument("--out", default=None)
     p.add_argument("--skip-sweep", action="store_true", help="the two worked examples only")
+    p.add_argument("--with-implicit-gemm", action="store_true",
+                   help="also build and measure the hand-written compensated implicit GEMM (load_inline, ~30-60 s)")
+    p.add_argument("--smoke", action="store_true",
+                   help="run every path on the CPU with batch 1 (set TRITON_INTERPRET=1); times mean nothing")
     p.add_argument("--write-evidence", metavar="RESULTS.json", default=None)
     p.add_argument("--skills", default=str(SKILLS))
     args = p.parse_args(argv)

@@ -15,16 +15,16 @@ _BLOCK = 4096
 
 @triton.jit
 def _bias_groupnorm_scale_clamp(y_ptr, out_ptr, bias_ptr, gamma_ptr, beta_ptr, hw, channels, group_channels,
-                                num_groups, eps, scale, lo, hi, CHANNELS_LAST: tl.constexpr,
+                                group_size, num_groups, eps, scale, lo, hi, CHANNELS_LAST: tl.constexpr,
                                 BLOCK: tl.constexpr):
     pid = tl.program_id(0)
     n = pid // num_groups
     g = pid % num_groups
-    size = group_channels * hw
+    size = group_size
     sample = n.to(tl.int64) * channels * hw
     zero = tl.sum(tl.zeros([BLOCK], tl.float32), axis=0)
     count, mean, m2 = zero, zero, zero
-    for start in range(0, size, BLOCK):
+    for start in tl.range(0, size, BLOCK):
         j = start + tl.arange(0, BLOCK)
         mask = j < size
         if CHANNELS_LAST:
@@ -44,7 +44,7 @@ def _bias_groupnorm_scale_clamp(y_ptr, out_ptr, bias_ptr, gamma_ptr, beta_ptr, h
         m2 = m2 + chunk_m2 + delta * delta * (count * cnt / total)
         count = total
     rstd = 1.0 / tl.sqrt(m2 / count + eps)
-    for start in range(0, size, BLOCK):
+    for start in tl.range(0, size, BLOCK):
         j = start + tl.arange(0, BLOCK)
         mask = j < size
         if CHANNELS_LAST:
@@ -69,7 +69,7 @@ def fused_bias_groupnorm_scale_clamp(y, bias, gamma, beta, num_groups, eps, scal
     hw = y.shape[2] * y.shape[3]
     # in place: each program reads its own (sample, group) twice and writes it after its statistics
     _bias_groupnorm_scale_clamp[(n * num_groups,)](
-        y, y, bias, gamma, beta, hw, c, c // num_groups, num_groups, eps, scale, lo, hi,
+        y, y, bias, gamma, beta, hw, c, c // num_groups, (c // num_groups) * hw, num_groups, eps, scale, lo, hi,
         CHANNELS_LAST=channels_last, BLOCK=_BLOCK, num_warps=8)
     return y
 
