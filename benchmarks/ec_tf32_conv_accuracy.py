@@ -134,7 +134,7 @@ class Timer:
             end.record()
             end.synchronize()
             times.append(start.elapsed_time(end))
-        q = statistics.quantiles(times, n=4)
+        q = statistics.quantiles(times, n=4) if len(times) > 1 else [times[0]] * 3
         return round(statistics.median(times), 5), round(q[2] - q[0], 5)
 
 
@@ -197,6 +197,13 @@ def measure_example(method: str, timer: Timer, ec_module) -> dict:
             return model(x)
 
     calls["eager_fp32"] = eager_fp32
+    if method == "ec_tf32_library_conv":  # the same file with the input stacked straight into channels-last
+        after_mod = news["after"][0]
+        cl_cls = type("ModelNewChannelsLast", (after_mod.ModelNew,), {"STACK_TO_CHANNELS_LAST": True})
+        torch.manual_seed(42)
+        cl_model = cl_cls(*init).to(DEVICE).eval()
+        cl_model.load_state_dict(model.state_dict())
+        calls["after_nhwc_stack"] = lambda x: cl_model(x)
     if method == "library_conv_epilogue_fusion":
         after_mod, after_model = news["after"]
         wcache = ec_module.WeightSplitCache(after_model.conv.groups)
@@ -289,6 +296,11 @@ def measure_sweep(name: str, spec: tuple, timer: Timer, ec) -> dict:
                  "ec_with_weight_split": lambda: ec.ec_tf32_conv(x, ec.stack_weight(w, groups, transposed), m.stride,
                                                                  m.padding, m.dilation, groups, transposed=transposed,
                                                                  **extra)}
+        if not transposed and not name.endswith("_nhwc"):
+            w_cl = ec.stack_weight(w.contiguous(memory_format=torch.channels_last if x.dim() == 4
+                                                else torch.channels_last_3d), groups)
+            calls["ec_to_channels_last"] = lambda: ec.ec_tf32_conv(x, w_cl, m.stride, m.padding, m.dilation, groups,
+                                                                   to_channels_last=True)
         if not transposed and groups == 1 and not name.endswith("_nhwc"):
             conv_fn = {3: torch.nn.functional.conv1d, 4: torch.nn.functional.conv2d,
                        5: torch.nn.functional.conv3d}[x.dim()]
