@@ -517,6 +517,10 @@ def evidence_record(method: str, res: dict, report: dict) -> dict | None:
     if zero_mean.get("after", {}).get("max_abs_err") is not None:
         notes.append(f"zero-mean inputs (torch.randn): after error {err(zero_mean['after'])}, "
                      f"plain TF32 {err(zero_mean.get('eager_tf32', after))}")
+    nhwc = rows.get("after_nhwc_stack")
+    if nhwc and "ms" in nhwc:
+        notes.append(f"the same after.py stacking the input straight into channels-last (STACK_TO_CHANNELS_LAST) "
+                     f"{nhwc['ms']:.4f} ms, error {err(nhwc)}")
     combined = rows.get("after+ec")
     if combined and "ms" in combined:
         notes.append(f"the fused tail behind the error-compensated conv (after+ec) {combined['ms']:.4f} ms = "
@@ -543,6 +547,9 @@ def evidence_record(method: str, res: dict, report: dict) -> dict | None:
 
 def write_evidence(args: argparse.Namespace) -> int:
     report = json.loads(Path(args.write_evidence).read_text())
+    if str(report.get("hardware", "")).startswith("cpu"):
+        print("error: these results come from a --smoke run on the CPU; they are not evidence", file=sys.stderr)
+        return 2
     kb_evidence = _load(REPO / "benchmarks" / "kb_evidence.py", "ks_kb_evidence_writer")
     skills = Path(args.skills)
     written = 0

@@ -273,3 +273,14 @@ def test_write_evidence_puts_a_valid_record_into_the_method_yaml(tmp_path: Path)
     assert loaded.by_id("library_conv_epilogue_fusion").latest_measurement() is None
     assert (skills / "methods" / "library_conv_epilogue_fusion.yaml").read_text() == \
         (SKILLS / "methods" / "library_conv_epilogue_fusion.yaml").read_text()
+
+
+def test_write_evidence_refuses_a_cpu_smoke_run_and_leaves_the_yaml(tmp_path: Path) -> None:
+    skills = tmp_path / "skills"
+    shutil.copytree(SKILLS, skills)
+    results = tmp_path / "smoke.json"
+    results.write_text(json.dumps(_results(hardware="cpu (smoke run)")))
+    bench = _load(BENCH, "kb_ec_tf32_conv_bench_smoke")
+    assert bench.main(["--write-evidence", str(results), "--skills", str(skills)]) == 2
+    for mid in NEW:
+        assert (skills / "methods" / f"{mid}.yaml").read_text() == (SKILLS / "methods" / f"{mid}.yaml").read_text()
