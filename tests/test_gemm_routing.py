@@ -168,7 +168,9 @@ def test_a_protocol_that_admits_tf32_puts_the_gemm_on_tensor_cores() -> None:
 
 @pytest.mark.parametrize(("name", "case", "must"), [
     ("lib_l2_30", "lib_gemm_fp32_split", {"ec_tf32_library_gemm", "library_gemm_epilogue_fusion", "epilogue_fusion"}),
-    ("lib_l2_1", "lib_conv", {"cudnn_conv", "layout_nhwc"}),
+    # the conv seed now reaches the compensated-TF32 conv case (kb/skills/cases/conv_library.yaml), which keeps
+    # cuDNN and channels-last among its methods
+    ("lib_l2_1", "lib_conv_fp32_split", {"ec_tf32_library_conv", "cudnn_conv", "layout_nhwc"}),
 ])
 def test_library_seeds_reach_the_case_of_the_library_op_that_dominates(name: str, case: str, must: set[str]) -> None:
     """Seeds of the 2026-12-03 H200 suite (kernelbench protocol): cuBLAS (F.linear) + a GroupNorm/Hardtanh
