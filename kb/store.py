@@ -135,6 +135,7 @@ class DriftReport(BaseModel):
     unapplied: list[str] = []  # the skill files and the KB disagree on these ids (repair re-ingests)
     sources_error: str | None = None  # the skill files do not load
     recovered_file: str | None = None
+    stray_temp_files: list[str] = []  # left in the user's skills folder by a killed writer (repair deletes)
 
 
 def doc_embed_text(doc: SkillDoc) -> str:
