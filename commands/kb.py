@@ -60,8 +60,8 @@ def _ingest_render(title: str):
         new = r.get("new_objects")
         gained = f"; {new:+d} objects" if new else ""
         console().print(f"{title}: {state} ({r['content_hash'][:12]}) - {counts}{gained}; "
-                        f"{r['upserted']} docs upserted, {r['deleted']} deleted, {r['encoded']} encoded; "
-                        f"done in {r['seconds']:.1f} s (ingest {r.get('ingest_seconds', r['seconds']):.2f} s)",
+                        f"{r['upserted']} docs upserted, {r['deleted']} deleted, {r['encoded']} encoded, "
+                        f"{r['seconds']:.1f} s (ingest {r.get('ingest_seconds', r['seconds']):.2f} s)",
                         markup=False)
     return render
 
@@ -351,7 +351,9 @@ def stats_cmd(ctx) -> None:
 @common_options
 def learn_cmd(ctx, runs: tuple[str, ...], hardware: str | None, dry_run: bool) -> None:
     """Turn each verified improvement of RUN... (a run folder or id) into learned evidence, and write
-    reviewable proposals to <home>/proposals/<run>.yaml (never merged by themselves)."""
+    reviewable proposals to <home>/proposals/<run>.yaml (never merged by themselves). A method that is not a
+    KB id is mapped to the KB method it is (guidance and code similarity, with the score) or drafted there as
+    a new method that 'kb add' accepts as it is (worked example: the run's parent and child)."""
     from kernelskill.pipeline.loop.learning import learn_runs
 
     results = learn_runs(ctx.settings(), list(runs), hardware=hardware, dry_run=dry_run)
@@ -370,6 +372,13 @@ def learn_cmd(ctx, runs: tuple[str, ...], hardware: str | None, dry_run: bool) -
                 state = "added" if rec["id"] in r["added"] else ("would add" if d["dry_run"] else "already learned")
                 console().print(printable(f"run {r['run_id']} {rec['step']}: {rec['method']} {rec['speedup']:.2f}x "
                                           f"over its parent, {state}"), markup=False)
+            for m in r["mappings"]:
+                best = m["best"] or {}
+                score = (f"score {best['score']:.3f} (guidance {best['guidance']:.3f}, code {best['code']:.3f}, name "
+                         f"{best['name']:.3f}; threshold {m['threshold']})" if best else "no KB method to compare")
+                what = (f"is the KB method {m['maps_to']}" if m["maps_to"] else
+                        f"is new: drafted as {m['draft']} (nearest {best.get('method', '-')})")
+                console().print(printable(f"  {m['step']} {m['run_method']} {what}: {score}"), markup=False)
             for why in r["skipped"]:
                 console().print(f"  not an improvement: {printable(why)}", markup=False)
             if r["proposals"]:

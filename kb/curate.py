@@ -616,7 +616,11 @@ def doctor_kb(settings: Any, store: KBStore, *, repair: bool = False) -> DriftRe
                       and not report.unapplied and report.sources_error is None and not report.stray_temp_files)
     if repair and not report.in_sync:
         with store.writer():
-            recover_pending(settings, store)
+            if recover_pending(settings, store) is not None:
+                # the files of the interrupted write were kept or put back: what is orphaned is known only now
+                fresh = DriftReport(**report.model_dump(exclude={"orphans", "unapplied"}))
+                _compare_with_sources(settings, store, fresh)
+                report.orphans = fresh.orphans
             for tmp in stray_temp_files(settings):  # under the lock: no writer of ours is alive to own them
                 _remove(tmp)
             if report.orphans:
