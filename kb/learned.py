@@ -384,8 +384,8 @@ def proposal_yaml(run_id: str, records: Sequence[LearnedRecord], cases: dict[str
         new = [d for d in joins.get(case_id, []) if d not in case.methods]
         best = next((r for r in paid if r.as_method in case.methods), None)
         if best is None and not new:
-            notes.append(f"# case {case_id}: {', '.join(r.method for r in paid)} not among its methods; "
-                         "no change proposed")
+            named = ", ".join(f"{r.method} (= {r.kb_method})" if r.kb_method else r.method for r in paid)
+            notes.append(f"# case {case_id}: {named} not among its methods; no change proposed")
             continue
         if not new and best is not None and case.methods[0] == best.as_method:
             notes.append(f"# case {case_id}: {best.as_method} is already first; no change proposed")
