@@ -232,6 +232,9 @@ def test_a_skills_file_deleted_by_hand_is_recovered_on_the_next_read(home: Path,
     recovered = list((home / "skills").glob("recovered-*.yaml"))
     assert len(recovered) == 1 and "case.gone1" in recovered[0].read_text() and "case.gone2" in recovered[0].read_text()
     assert "written back to" in proc.stderr and "kb remove" in proc.stderr
+    listed = {r["id"]: r["location"] for r in json.loads(proc.stdout)}
+    assert listed["case.gone1"].startswith(str(recovered[0])) or listed["case.gone1"].startswith(
+        str(recovered[0].resolve()))  # the KB says where the object lives now
     _run("kb", "init", "--home", str(home))  # an explicit rebuild keeps them too (their file is there now)
     assert {"case.gone1", "case.gone2"} <= _cases(home) and _doctor(home)["in_sync"] is True
     # removing is 'kb remove', which also deletes the recovered file once it holds nothing
