@@ -56,6 +56,7 @@ from kernelskill.kb.loader import (
     raise_first,
 )
 from kernelskill.kb.schema import SECTIONS
+from kernelskill.kb.skill_edit import text_without, without
 from kernelskill.kb.sources import (  # noqa: F401 - re-exported: the sources of a KB live there, stdlib-only
     FINGERPRINT_FILE,
     SOURCES_FILE,
@@ -65,7 +66,6 @@ from kernelskill.kb.sources import (  # noqa: F401 - re-exported: the sources of
     sources_fingerprint,
 )
 from kernelskill.kb.store import DriftReport, IngestReport, KBStore
-from kernelskill.yaml_load import SAFE_LOADER
 
 log = logging.getLogger(__name__)
 
@@ -636,70 +636,6 @@ def doctor_kb(settings: Any, store: KBStore, *, repair: bool = False) -> DriftRe
 # remove: an object and its entry in its skills file, as one unit
 
 
-def _item_lines(text: str, ids: set[str]) -> tuple[list[tuple[int, int]], bool, int]:
-    """``(line ranges [start, end) of the items with these ids, block layout?, items left)`` of a skills
-    file's text. Ranges cover an item from its ``-`` line to the line before the next item."""
-    loader = SAFE_LOADER(text)
-    try:
-        root = loader.get_single_node()
-    finally:
-        loader.dispose()
-    lines = text.splitlines(keepends=True)
-    ranges: list[tuple[int, int]] = []
-    block = True
-    left = 0
-    if not isinstance(root, yaml.MappingNode):
-        return ranges, block, left
-    for _key, seq in root.value:
-        if not isinstance(seq, yaml.SequenceNode):
-            continue
-        block = block and not seq.flow_style
-        for item in seq.value:
-            item_id = next((v.value for k, v in item.value if isinstance(k, yaml.ScalarNode) and k.value == "id"
-                            and isinstance(v, yaml.ScalarNode)), None) if isinstance(item, yaml.MappingNode) else None
-            if item_id not in ids:
-                left += 1
-                continue
-            block = block and not item.flow_style
-            start = item.start_mark.line
-            while start > 0 and not lines[start].lstrip().startswith("-"):
-                start -= 1  # "-" alone on the line above the item's first key
-            end = item.end_mark.line
-            if end < len(lines) and lines[end][:item.end_mark.column].strip():
-                end += 1  # the item ends inside its last line (no newline at the end of the file)
-            ranges.append((start, end))
-    return ranges, block, left
-
-
-def _text_without(text: str, ids: set[str]) -> str | None:
-    """The skills file's text without the items of ``ids`` (the rest of the text as it was, comments
-    included), or ``None`` when no object is left in it (the file goes)."""
-    ranges, block, left = _item_lines(text, ids)
-    if left == 0:
-        return None
-    if not block:  # a flow-style list: written again from its data (its comments are lost)
-        data = yaml.load(text, Loader=SAFE_LOADER)  # noqa: S506 - a safe loader
-        for section, items in list(data.items()):
-            if isinstance(items, list):
-                data[section] = [i for i in items if not (isinstance(i, dict) and i.get("id") in ids)]
-        return yaml.safe_dump(data, sort_keys=False, allow_unicode=True, width=110)
-    lines = text.splitlines(keepends=True)
-    drop = {n for start, end in ranges for n in range(start, end)}
-    return "".join(line for n, line in enumerate(lines) if n not in drop)
-
-
-def _without(skills: SkillSet, ids: set[str]) -> SkillSet:
-    """``skills`` less ``ids`` and the docs generated from them."""
-    out = SkillSet(files=list(skills.files), generated=set(skills.generated),
-                   example_roots=dict(skills.example_roots))
-    gone = ids | {f"doc.{i}" for i in ids if f"doc.{i}" in skills.generated}
-    for section, obj in skills.objects():
-        if obj.id not in gone:
-            out.add(section, obj, skills.locations[obj.id])
-    out.generated -= gone
-    return out
-
-
 def remove_objects(settings: Any, ids: list[str], *, store: KBStore | None = None) -> dict[str, Any]:
     """Remove KB objects and their entries in the user's skill files as one unit under the writer lock:
     the new set is validated and linted first (a case left naming a removed method is refused, naming it),
@@ -731,7 +667,7 @@ def remove_objects(settings: Any, ids: list[str], *, store: KBStore | None = Non
                                        "(to change one, 'kb add' a file defining the same id with a higher "
                                        "version); nothing was changed")
             edits.setdefault(file, set()).add(oid)
-        target = _without(sources, set(wanted))
+        target = without(sources, set(wanted))
         report = lint(target)
         if report.errors:
             first = report.errors[0]
@@ -743,7 +679,7 @@ def remove_objects(settings: Any, ids: list[str], *, store: KBStore | None = Non
             copies: list[tuple[Path | None, Path]] = []
             changed: dict[str, str] = {}
             for n, (file, gone) in enumerate(sorted(edits.items())):
-                text = _text_without(file.read_text(encoding="utf-8"), gone)
+                text = text_without(file.read_text(encoding="utf-8"), gone)
                 if text is None:
                     copies.append((None, file))
                     changed[str(file)] = "deleted"

@@ -670,10 +670,10 @@ class KBStore:
             same_model = chroma_meta.get("embed_model") == self.embedder.model_key
             if old_hash == new_hash and chroma_meta.get("content_hash") == new_hash and same_model:
                 log.info("ingest: content unchanged (%s)", new_hash[:12])
-                recorded = self.meta().get("places_hash")
-                if recorded is not None and recorded != places_hash(skills):
-                    # same objects, new places (a file recovered, moved or copied into the home): the objects'
-                    # files and worked-example folders are rewritten, nothing is embedded again
+                if self.meta().get("places_hash") != places_hash(skills):
+                    # same objects, new places (a file recovered, moved or copied into the home; a KB written
+                    # before places were recorded): the objects' files and worked-example folders are
+                    # rewritten, nothing is embedded again
                     self._write_duckdb(skills, new_hash)
                     self._write_query_files(new_hash)
                 elif self._query_files_missing(new_hash):

@@ -144,3 +144,15 @@ def test_import_into_a_new_home_shows_the_build_and_the_real_time(home: Path, tm
     data = json.loads(first.stdout)
     assert data["built"]["changed"] is True  # the first build is reported, and counted in the wall time
     assert data["seconds"] >= data["built"]["seconds"]
+
+
+@pytest.mark.parametrize("text, left", [
+    ("cases: [{id: a.b, title: t}, {id: c.d, title: u}]\n", "cases:\n- id: c.d\n  title: u\n"),
+    ("cases:\n  -\n    id: a.b\n    title: t\n  -\n    id: c.d\n    title: u\n", "cases:\n  -\n    id: c.d\n    title: u\n"),
+    ("cases:\n- id: c.d\n  title: u\n- id: a.b\n  title: t", "cases:\n- id: c.d\n  title: u\n"),
+], ids=["flow list", "dash on its own line", "last item without a newline"])
+def test_the_skills_file_editor_cuts_exactly_the_item(text: str, left: str) -> None:
+    from kernelskill.kb.skill_edit import text_without
+
+    assert text_without(text, {"a.b"}) == left
+    assert text_without(text, {"a.b", "c.d"}) is None
