@@ -18,7 +18,7 @@ from typing import Any
 
 import click
 
-from kernelskill.errors import KernelskillError
+from kernelskill.errors import KernelskillError, printable
 
 
 @dataclass
@@ -131,7 +131,7 @@ def common_options(fn: Callable[..., Any]) -> Callable[..., Any]:
         try:
             return fn(ctx, *args, **kwargs)
         except KernelskillError as exc:
-            click.echo(f"error: {exc}", err=True)
+            click.echo(f"error: {printable(exc)}", err=True)
             sys.exit(exc.exit_code)
 
     return wrapper

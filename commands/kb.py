@@ -10,6 +10,7 @@ import click
 
 from kernelskill.commands._checks import check_choice
 from kernelskill.commands._common import common_options, console, emit, stdout_is_terminal
+from kernelskill.errors import printable
 
 TYPES = ["field", "predicate", "tier", "bottleneck", "case", "veto", "method", "doc"]
 
@@ -29,6 +30,13 @@ def _open(ctx: Any, *, read_only: bool = False, bundled: Path | None = None):
     return open_store(settings, read_only=read_only)
 
 
+def _safe(text: Any) -> str:
+    """A value for a rich line or cell: control characters escaped (:func:`printable`), markup not read."""
+    from rich.markup import escape
+
+    return escape(printable("" if text is None else text))
+
+
 def _where(file: str, line: int) -> str:
     try:
         file = str(Path(file).resolve().relative_to(Path.cwd()))
@@ -39,24 +47,52 @@ def _where(file: str, line: int) -> str:
 
 def _ingest_render(title: str):
     def render(r: dict[str, Any]) -> None:
-        state = "updated" if r["changed"] else "unchanged"
+        built = r.get("built")
+        if built is not None:
+            console().print(f"{title}: first use of this home: KB built from its base skills "
+                            f"({built['content_hash'][:12]}, {built['encoded']} docs embedded) in "
+                            f"{built['seconds']:.1f} s", markup=False)
+        if built is not None and not r["changed"]:
+            state = "added nothing new (every object was already in the KB just built)"
+        else:
+            state = "KB updated" if r["changed"] else "KB unchanged"
         counts = ", ".join(f"{n} {k}" for k, n in r["counts"].items() if n)
-        console().print(f"{title}: KB {state} ({r['content_hash'][:12]}) - {counts}; "
+        new = r.get("new_objects")
+        gained = f"; {new:+d} objects" if new else ""
+        console().print(f"{title}: {state} ({r['content_hash'][:12]}) - {counts}{gained}; "
                         f"{r['upserted']} docs upserted, {r['deleted']} deleted, {r['encoded']} encoded, "
-                        f"{r['seconds']:.1f} s (ingest {r.get('ingest_seconds', r['seconds']):.2f} s)")
+                        f"{r['seconds']:.1f} s (ingest {r.get('ingest_seconds', r['seconds']):.2f} s)",
+                        markup=False)
     return render
 
 
-def _ingest(name: str, stage: str, work: Any) -> dict[str, Any]:
+def _ingest(name: str, stage: str, work: Any, *, settings: Any = None, bundled: Path | None = None
+            ) -> dict[str, Any]:
     """Run an ingest with a progress display; ``seconds`` in the report is the whole command's wall time
-    (reading, validating and linting the skills included), ``ingest_seconds`` the store's part of it."""
+    (reading, validating and linting the skills included, and the first build of a new home's KB when
+    ``settings`` is given and it has none: reported as ``built``), ``ingest_seconds`` the store's part."""
     from kernelskill.commands._progress import Progress
+    from kernelskill.kb.curate import init_kb
+    from kernelskill.kb.store import KBStore
 
+    built = None
+    before = None
     with Progress(f"kb {name}") as progress:
+        if settings is not None:
+            store = KBStore.open(settings.kb_dir, embed_settings=settings.embed)
+            if not store.exists():
+                with progress.stage("first use of this home: building the KB from its base skills "
+                                    "(embedding every doc with MiniLM)"):
+                    built = init_kb(settings, store=store, bundled=bundled).model_dump()
+            before = sum(store.counts().values()) if store.exists() else 0
         with progress.stage(stage):
             report = work()
         wall = progress.elapsed
-    return report.model_dump() | {"ingest_seconds": report.seconds, "seconds": round(wall, 3)}
+    done = report if isinstance(report, dict) else report.model_dump()
+    data = done | {"ingest_seconds": done["seconds"], "seconds": round(wall, 3), "built": built}
+    if before is not None:
+        data["new_objects"] = sum(done["counts"].values()) - before
+    return data
 
 
 _SKILLS_OPT = click.option(
@@ -87,9 +123,10 @@ def add_cmd(ctx, files: tuple[Path, ...], skills_dir: Path | None) -> None:
     """Validate, lint and ingest FILE...; keep them under the home so they survive a re-init."""
     from kernelskill.kb.curate import add_files
 
-    store = _open(ctx, bundled=skills_dir)
+    settings = ctx.settings()
     data = _ingest("add", f"validating, linting and ingesting {len(files)} file(s)",
-                   lambda: add_files(ctx.settings(), list(files), store=store, bundled=skills_dir))
+                   lambda: add_files(settings, list(files), bundled=skills_dir), settings=settings,
+                   bundled=skills_dir)
     emit(ctx, data, _ingest_render("add"))
 
 
@@ -102,10 +139,10 @@ def import_cmd(ctx, folder: Path, skills_dir: Path | None) -> None:
     from kernelskill.kb.curate import import_dir
     from kernelskill.kb.learned import LearnedStore
 
-    store = _open(ctx, bundled=skills_dir)
+    settings = ctx.settings()
     data = _ingest("import", f"reading, linting and ingesting {folder}",
-                   lambda: import_dir(ctx.settings(), folder, store=store, bundled=skills_dir))
-    settings = ctx.settings()  # the learned records of an export come back too (already present: skipped)
+                   lambda: import_dir(settings, folder, bundled=skills_dir), settings=settings, bundled=skills_dir)
+    # the learned records of an export come back too (already present: skipped)
     data["learned_added"] = len(LearnedStore(settings.kb_dir, embed_settings=settings.embed).import_(folder))
     emit(ctx, data, _ingest_render("import"))
 
@@ -141,7 +178,7 @@ def list_cmd(ctx, type_: str | None, bottleneck: str | None) -> None:
 
         table = Table("type", "id", "title", "source", title=f"{len(items)} objects")
         for r in items:
-            table.add_row(r["type"], r["id"], str(r["title"] or ""), r["location"])
+            table.add_row(_safe(r["type"]), _safe(r["id"]), _safe(r["title"] or ""), _safe(r["location"]))
         console().print(table)
 
     emit(ctx, rows, render)
@@ -168,7 +205,7 @@ def show_cmd(ctx, obj_id: str) -> None:
         import yaml
         from rich.syntax import Syntax
 
-        console().print(f"[bold]{d['type']}[/bold] {obj_id}  ({d['source']})")
+        console().print(f"[bold]{_safe(d['type'])}[/bold] {_safe(obj_id)}  ({_safe(d['source'])})")
         body = {k: v for k, v in d.items() if k not in ("type", "source")}
         text = yaml.safe_dump(body, sort_keys=False, allow_unicode=True, width=10_000)
         if stdout_is_terminal():
@@ -203,7 +240,7 @@ def search_cmd(ctx, text: str, k: int, methods: tuple[str, ...], bottleneck: str
 
         table = Table("rank", "distance", "doc", "method", "title")
         for i, h in enumerate(items, 1):
-            table.add_row(str(i), f"{h.distance:.3f}", h.id, h.method, h.title)
+            table.add_row(str(i), f"{h.distance:.3f}", _safe(h.id), _safe(h.method), _safe(h.title))
         console().print(table if items else "no hits")
 
     emit(ctx, hits, render)
@@ -230,7 +267,8 @@ def lint_cmd(ctx, strict: bool) -> None:
         table = Table("severity", "where", "code", "message")
         for f in d["findings"]:
             style = "red" if f["severity"] == "error" else "yellow"
-            table.add_row(f"[{style}]{f['severity']}[/{style}]", _where(f["file"], f["line"]), f["code"], f["message"])
+            table.add_row(f"[{style}]{f['severity']}[/{style}]", _safe(_where(f["file"], f["line"])), _safe(f["code"]),
+                          _safe(f["message"]))
         if d["findings"]:
             console().print(table)
         console().print(f"{d['errors']} errors, {d['warnings']} warnings")
@@ -313,7 +351,9 @@ def stats_cmd(ctx) -> None:
 @common_options
 def learn_cmd(ctx, runs: tuple[str, ...], hardware: str | None, dry_run: bool) -> None:
     """Turn each verified improvement of RUN... (a run folder or id) into learned evidence, and write
-    reviewable proposals to <home>/proposals/<run>.yaml (never merged by themselves)."""
+    reviewable proposals to <home>/proposals/<run>.yaml (never merged by themselves). A method that is not a
+    KB id is mapped to the KB method it is (guidance and code similarity, with the score) or drafted there as
+    a new method that 'kb add' accepts as it is (worked example: the run's parent and child)."""
     from kernelskill.pipeline.loop.learning import learn_runs
 
     results = learn_runs(ctx.settings(), list(runs), hardware=hardware, dry_run=dry_run)
@@ -326,16 +366,49 @@ def learn_cmd(ctx, runs: tuple[str, ...], hardware: str | None, dry_run: bool) -
     def render(d: dict[str, Any]) -> None:
         for r in d["runs"]:
             if not r["records"]:
-                console().print(f"run {r['run_id']}: nothing to learn (no verified improvement)", markup=False)
+                console().print(printable(f"run {r['run_id']}: nothing to learn (no verified improvement)"),
+                                markup=False)
             for rec in r["records"]:
                 state = "added" if rec["id"] in r["added"] else ("would add" if d["dry_run"] else "already learned")
-                console().print(f"run {r['run_id']} {rec['step']}: {rec['method']} {rec['speedup']:.2f}x over its "
-                                f"parent, {state}", markup=False)
+                console().print(printable(f"run {r['run_id']} {rec['step']}: {rec['method']} {rec['speedup']:.2f}x "
+                                          f"over its parent, {state}"), markup=False)
+            for m in r["mappings"]:
+                best = m["best"] or {}
+                score = (f"score {best['score']:.3f} (guidance {best['guidance']:.3f}, code {best['code']:.3f}, name "
+                         f"{best['name']:.3f}; threshold {m['threshold']})" if best else "no KB method to compare")
+                what = (f"is the KB method {m['maps_to']}" if m["maps_to"] else
+                        f"is new: drafted as {m['draft']} (nearest {best.get('method', '-')})")
+                console().print(printable(f"  {m['step']} {m['run_method']} {what}: {score}"), markup=False)
             for why in r["skipped"]:
-                console().print(f"  not an improvement: {why}", markup=False)
+                console().print(f"  not an improvement: {printable(why)}", markup=False)
             if r["proposals"]:
                 console().print(f"  proposals to review: {r['proposals']}", markup=False)
         console().print(f"{d['added']} learned records added ({d['learned']} found)")
+
+    emit(ctx, data, render)
+
+
+@kb.command("remove")
+@click.argument("ids", nargs=-1, required=True, metavar="ID...")
+@common_options
+def remove_cmd(ctx, ids: tuple[str, ...]) -> None:
+    """Remove objects and their entries in the skill files under <home>/skills, as one unit: a case left
+    naming a removed method is refused (nothing changes); bundled objects are refused (to change one, add a
+    file defining the same id with a higher version)."""
+    from kernelskill.kb.curate import remove_objects
+
+    settings = ctx.settings()
+    data = _ingest("remove", f"removing {len(ids)} object(s), relinting and ingesting",
+                   lambda: remove_objects(settings, list(ids)))
+
+    def render(r: dict[str, Any]) -> None:
+        for file, what in r["files"].items():
+            console().print(printable(f"{file}: {what}"), markup=False)
+        if r["only_in_kb"]:
+            console().print(printable(f"dropped from the KB (their file was already gone): "
+                                      f"{', '.join(r['only_in_kb'])}"), markup=False)
+        console().print(printable(f"removed {', '.join(r['removed'])}; KB {r['content_hash'][:12]}, "
+                                  f"done in {r['seconds']:.1f} s"), markup=False)
 
     emit(ctx, data, render)
 
@@ -361,14 +434,19 @@ def doctor_cmd(ctx, repair: bool) -> None:
         if r.pending_write:
             console().print("an add/import was interrupted (repair keeps or undoes its files)")
         if r.orphans:
-            console().print(f"{len(r.orphans)} objects have no skill file: {', '.join(r.orphans[:8])}")
+            console().print(f"{len(r.orphans)} objects have no skill file: {printable(', '.join(r.orphans[:8]))}",
+                            markup=False)
         if r.unapplied:
             console().print(f"{len(r.unapplied)} ids differ between the skill files and the KB: "
-                            f"{', '.join(r.unapplied[:8])}")
+                            f"{printable(', '.join(r.unapplied[:8]))}", markup=False)
+        if r.stray_temp_files:
+            console().print(f"{len(r.stray_temp_files)} temporary files left by a killed write in the skills folder"
+                            f"{' (deleted)' if r.repaired else ''}: {printable(', '.join(r.stray_temp_files[:8]))}",
+                            markup=False)
         if r.sources_error:
-            console().print(f"the skill files do not load: {r.sources_error}", markup=False)
+            console().print(f"the skill files do not load: {printable(r.sources_error)}", markup=False)
         if r.recovered_file:
-            console().print(f"objects written back to {r.recovered_file}", markup=False)
+            console().print(f"objects written back to {printable(r.recovered_file)}", markup=False)
 
     emit(ctx, report, render)
     if not report.in_sync and not report.repaired:

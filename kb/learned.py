@@ -84,13 +84,23 @@ class LearnedRecord(BaseModel):
     protocol: str
     hardware: str
     learned_at: str = ""
+    #: the KB method this run's method is, when ``method`` is not a KB id (``kb learn``'s mapping, with its
+    #: score); the record then counts as evidence for that KB method
+    kb_method: str | None = None
+    kb_method_score: float | None = None
+
+    @property
+    def as_method(self) -> str:
+        """The KB method the record is evidence for: the mapped one, else the run's own name."""
+        return self.kb_method or self.method
 
     def line(self) -> str:
         """``kernel_fusion: 3.72x over its parent (after 2.19x vs eager), elementwise, memory_bandwidth,
         NVIDIA H200, strict, run X``."""
         eager = f" (after {self.after_vs_eager:.2f}x vs eager)" if self.after_vs_eager else ""
         kind = ", ".join(x for x in (self.op_family, self.bottleneck) if x)
-        return (f"{self.method}: {self.speedup:.2f}x over its parent{eager}{', ' + kind if kind else ''}, "
+        name = f"{self.method} (= {self.kb_method})" if self.kb_method else self.method
+        return (f"{name}: {self.speedup:.2f}x over its parent{eager}{', ' + kind if kind else ''}, "
                 f"{self.hardware}, protocol {self.protocol}, run {self.run_id} {self.step}")
 
 
@@ -218,7 +228,7 @@ class LearnedStore:
         recs = self.records()
         by_method: dict[str, int] = {}
         for r in recs:
-            by_method[r.method] = by_method.get(r.method, 0) + 1
+            by_method[r.as_method] = by_method.get(r.as_method, 0) + 1
         return {"records": len(recs), "runs": len({r.run_id for r in recs}), "methods": dict(sorted(by_method.items()))}
 
     # -- writes ----------------------------------------------------------------------------------
@@ -292,7 +302,7 @@ class LearnedStore:
         vec = self.embedder.encode_array([text])
         out: dict[str, list[LearnedHit]] = {}
         for method in dict.fromkeys(methods):
-            n = sum(1 for r in recs.values() if r.method == method)
+            n = sum(1 for r in recs.values() if r.as_method == method)
             if not n:
                 continue
             res = coll.query(query_embeddings=vec, n_results=min(per_method, n), where={"method": method},
@@ -339,47 +349,67 @@ class LearnedStore:
         return self.add(recs)
 
 
-def proposal_yaml(run_id: str, records: Sequence[LearnedRecord], cases: dict[str, Any]) -> str:
+def proposal_yaml(run_id: str, records: Sequence[LearnedRecord], cases: dict[str, Any], *,
+                  drafts: Sequence[dict[str, Any]] = (), joins: dict[str, list[str]] | None = None,
+                  mappings: Sequence[str] = ()) -> str:
     """Reviewable YAML proposing what ``records`` suggest for the curated KB, never applied by itself: for
     each case the run's query matched where a method that paid is not first, the case again with that
-    method moved to the front and ``version`` raised (so ``kb add`` replaces the KB's case). ``cases`` maps
-    a case id to the KB's current :class:`~kernelskill.kb.schema.Case`."""
+    method moved to the front and ``version`` raised (so ``kb add`` replaces the KB's case); the new method
+    ``drafts`` (Method items) with, for each case in ``joins`` (case id -> draft ids), the case again with
+    the drafts first. ``mappings`` are the lines stating which run methods are KB methods. ``cases`` maps a
+    case id to the KB's current :class:`~kernelskill.kb.schema.Case`."""
     import yaml
 
+    joins = joins or {}
     head = [f"# Proposals learned from run {run_id} ({len(records)} verified improvement(s)).",
             "# Nothing here is in the knowledge base. Review each item against the evidence below, delete what",
             "# it does not support, then add the rest with:  kernelskill kb add <this file>",
             "# (a case with a higher version replaces the KB's case of the same id).",
             "# Evidence (kernelskill kb learn):"]
     head += [f"#   - {r.line()}" for r in records]
+    if mappings:
+        head.append("# Run methods that are KB methods (by guidance and code similarity):")
+        head += [f"#   - {line}" for line in mappings]
+    if drafts:
+        head.append(f"# New method drafts: {', '.join(d['id'] for d in drafts)} (worked examples: the run's parent "
+                    "and child)")
     proposed: list[dict[str, Any]] = []
     notes: list[str] = []
-    for case_id in dict.fromkeys(r.case for r in records if r.case):
+    for case_id in dict.fromkeys([*(r.case for r in records if r.case), *joins]):
         case = cases.get(case_id)
         paid = sorted((r for r in records if r.case == case_id), key=lambda r: -r.speedup)
         if case is None:
             notes.append(f"# case {case_id}: not in this KB; no change proposed")
             continue
-        best = next((r for r in paid if r.method in case.methods), None)
-        if best is None:
-            notes.append(f"# case {case_id}: {', '.join(r.method for r in paid)} not among its methods; "
-                         "no change proposed (a new case would need a curator)")
+        new = [d for d in joins.get(case_id, []) if d not in case.methods]
+        best = next((r for r in paid if r.as_method in case.methods), None)
+        if best is None and not new:
+            named = ", ".join(f"{r.method} (= {r.kb_method})" if r.kb_method else r.method for r in paid)
+            notes.append(f"# case {case_id}: {named} not among its methods; no change proposed")
             continue
-        if case.methods[0] == best.method:
-            notes.append(f"# case {case_id}: {best.method} is already first; no change proposed")
+        if not new and best is not None and case.methods[0] == best.as_method:
+            notes.append(f"# case {case_id}: {best.as_method} is already first; no change proposed")
             continue
+        front = [*new, *([best.as_method] if best is not None else [])]
         item = case.model_dump(mode="json", exclude_defaults=True)
         item["version"] = case.version + 1
-        item["methods"] = [best.method, *[m for m in case.methods if m != best.method]]
-        item["rationale"] = (f"{case.rationale.rstrip()} Learned from run {run_id}: {best.method} measured "
-                             f"{best.speedup:.2f}x over its parent on {best.hardware} ({best.protocol}).")
+        item["methods"] = [*front, *[m for m in case.methods if m not in front]]
+        said = [f"{best.as_method} measured {best.speedup:.2f}x over its parent on {best.hardware} ({best.protocol})"
+                ] if best is not None else []
+        said += [f"the new method {d} was learned on a kernel this case matched" for d in new]
+        item["rationale"] = f"{case.rationale.rstrip()} Learned from run {run_id}: {'; '.join(said)}."
         proposed.append(item)
-    body = yaml.safe_dump({"cases": proposed}, sort_keys=False, allow_unicode=True, width=110) if proposed else ""
+    data: dict[str, Any] = {}
+    if drafts:
+        data["methods"] = list(drafts)
+    if proposed:
+        data["cases"] = proposed
+    body = yaml.safe_dump(data, sort_keys=False, allow_unicode=True, width=110) if data else ""
     return "\n".join(head + notes) + "\n" + body
 
 
 def _meta(r: LearnedRecord) -> dict[str, Any]:
-    meta: dict[str, Any] = {"method": r.method, "run_id": r.run_id, "speedup": float(r.speedup)}
+    meta: dict[str, Any] = {"method": r.as_method, "run_id": r.run_id, "speedup": float(r.speedup)}
     if r.op_family:
         meta["op_family"] = r.op_family
     if r.bottleneck:

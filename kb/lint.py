@@ -296,7 +296,8 @@ class _Linter:
         coverage = self.coverage()
         protocol_cells = self.protocol_coverage()
         order = {"error": 0, "warning": 1}
-        self.findings.sort(key=lambda f: (order[f.severity], f.file, f.line, f.code))
+        # a dead end is a consequence (of an undefined method, a veto): the cause is reported first
+        self.findings.sort(key=lambda f: (order[f.severity], f.code == "dead_end", f.file, f.line, f.code))
         return LintReport(findings=self.findings, coverage=coverage, structures=self.structures(),
                           protocol_coverage=protocol_cells)
 

@@ -5,9 +5,12 @@ parser's mark, schema violations the line of the offending item or field (the YA
 so that a pydantic error location maps back to a node), duplicate ids name both places.
 
 A skills file is untrusted input, so it is bounded before anything is built from it: at most
-:data:`MAX_FILE_BYTES` bytes, at most :data:`MAX_ALIASES` alias uses, and the node tree with every alias
+:data:`MAX_FILE_BYTES` bytes, at most :data:`MAX_ALIASES` alias uses, the node tree with every alias
 expanded at most :data:`MAX_EXPANDED_NODES` nodes (a few hundred bytes of nested aliases otherwise expand
-to billions of nodes). Recursive aliases are refused. The checks run on the composed node graph, before
+to billions of nodes) and at most :data:`MAX_EXPANDED_CHARS` characters of scalars (one large scalar
+aliased into many objects would otherwise be stored, embedded and copied once per use), every scalar at
+most :data:`MAX_SCALAR_CHARS` characters (a number of thousands of digits is refused before Python
+converts it). Recursive aliases are refused. The checks run on the composed node graph, before
 any Python object is constructed, so a bad file costs milliseconds.
 """
 
@@ -24,7 +27,7 @@ from typing import Any
 import yaml
 from pydantic import ValidationError
 
-from kernelskill.errors import KernelskillError
+from kernelskill.errors import KernelskillError, printable
 from kernelskill.kb.schema import SCHEMA_VERSION, SECTIONS, KBObject, Method, SkillDoc
 from kernelskill.yaml_load import SAFE_LOADER
 
@@ -42,6 +45,10 @@ EXAMPLES_DIR = "examples"
 MAX_FILE_BYTES = 2 * 1024 * 1024
 MAX_ALIASES = 200
 MAX_EXPANDED_NODES = 200_000
+MAX_EXPANDED_CHARS = 4 * 1024 * 1024
+#: the longest scalar (the longest bundled text is ~2.6k characters); numbers get far fewer digits
+MAX_SCALAR_CHARS = 64 * 1024
+MAX_NUMBER_CHARS = 40
 
 _Loader: type = SAFE_LOADER  # the C loader is much faster on large files and keeps the same marks
 
@@ -192,14 +199,25 @@ def _children(node: yaml.Node) -> list[yaml.Node]:
     return []
 
 
+def _scalar_problem(node: yaml.ScalarNode) -> str | None:
+    value = node.value
+    if len(value) > MAX_SCALAR_CHARS:
+        return f"a value of {len(value):,} characters (at most {MAX_SCALAR_CHARS:,}; refused)"
+    if (len(value) > MAX_NUMBER_CHARS and node.style not in ("'", "\"", "|", ">")
+            and value.lstrip("+-")[:1].isdigit() and value.replace("_", "").lstrip("+-").isdigit()):
+        return f"a number of {len(value):,} digits (at most {MAX_NUMBER_CHARS}; refused)"
+    return None
+
+
 def _check_bounds(root: yaml.Node) -> tuple[yaml.Node, str] | None:
-    """``(node, problem)`` when the node graph uses too many aliases, is recursive, or expands (aliases
-    substituted) to more than :data:`MAX_EXPANDED_NODES` nodes; ``None`` when it is within bounds.
+    """``(node, problem)`` when the node graph uses too many aliases, is recursive, expands (aliases
+    substituted) to more than :data:`MAX_EXPANDED_NODES` nodes or :data:`MAX_EXPANDED_CHARS` characters of
+    scalars, or holds a scalar over its limit; ``None`` when it is within bounds.
 
     Iterative (no recursion on the depth of the document) and linear in the number of distinct nodes:
     the expanded size of each node is memoized, so shared (aliased) subtrees are counted, never walked twice.
     """
-    size: dict[int, int] = {}
+    size: dict[int, tuple[int, int]] = {}  # id -> (expanded nodes, expanded scalar characters)
     state: dict[int, int] = {}  # 1 = on the current path, 2 = done
     aliases = 0
     stack: list[tuple[yaml.Node, bool]] = [(root, False)]
@@ -207,10 +225,15 @@ def _check_bounds(root: yaml.Node) -> tuple[yaml.Node, str] | None:
         node, leaving = stack.pop()
         key = id(node)
         if leaving:
-            total = 1 + sum(size[id(c)] for c in _children(node))
-            if total > MAX_EXPANDED_NODES:
+            kids = [size[id(c)] for c in _children(node)]
+            own = len(node.value) if isinstance(node, yaml.ScalarNode) else 0
+            total = (1 + sum(k[0] for k in kids), own + sum(k[1] for k in kids))
+            if total[0] > MAX_EXPANDED_NODES:
                 return node, (f"the document expands to more than {MAX_EXPANDED_NODES:,} nodes through YAML "
                               "aliases (refused)")
+            if total[1] > MAX_EXPANDED_CHARS:
+                return node, (f"the document expands to more than {MAX_EXPANDED_CHARS:,} characters through "
+                              "YAML aliases (refused)")
             size[key] = total
             state[key] = 2
             continue
@@ -222,6 +245,10 @@ def _check_bounds(root: yaml.Node) -> tuple[yaml.Node, str] | None:
             if aliases > MAX_ALIASES:
                 return node, f"more than {MAX_ALIASES} YAML alias uses (refused)"
             continue
+        if isinstance(node, yaml.ScalarNode):
+            problem = _scalar_problem(node)
+            if problem is not None:
+                return node, problem
         state[key] = 1
         stack.append((node, True))
         for child in reversed(_children(node)):
@@ -286,6 +313,9 @@ def _parse_file(path: Path, root: Path, out: SkillSet, issues: list[LoadIssue],
     except (RecursionError, MemoryError):
         issues.append(LoadIssue(Location(name, 1), "YAML nested too deeply to load (refused)", "bounds"))
         return
+    except (ValueError, OverflowError) as exc:  # a value the constructor cannot build (a huge number, a bad date)
+        issues.append(LoadIssue(Location(name, 1), f"invalid value: {' '.join(str(exc).split())[:200]}", "yaml"))
+        return
     except yaml.MarkedYAMLError as exc:
         mark = exc.problem_mark or exc.context_mark
         line = mark.line + 1 if mark is not None else 1
@@ -324,7 +354,7 @@ def _parse_file(path: Path, root: Path, out: SkillSet, issues: list[LoadIssue],
         for index, (item, item_node) in enumerate(zip(items, value_node.value, strict=True)):
             label = f"{section}[{index}]"
             if isinstance(item, dict) and isinstance(item.get("id"), str):
-                label += f" ({item['id']})"
+                label += f" ({printable(item['id'][:100])})"
             if not isinstance(item, dict):
                 issues.append(LoadIssue(Location(name, _node_line(item_node)),
                                         f"{label}: each item must be a mapping", "shape"))

@@ -18,6 +18,8 @@ from pydantic import BaseModel, ConfigDict, field_validator, model_validator
 from pydantic import Field as PField
 
 SCHEMA_VERSION = 1
+MAX_TEXT_CHARS = 64 * 1024  # any one text of an object (the longest bundled one is ~2.6k characters)
+MAX_VERSION = 1_000_000
 
 Id = Annotated[str, PField(pattern=r"^[a-z][a-z0-9_.\-]{1,79}$")]
 StructureId = Annotated[int, PField(ge=0, le=4)]
@@ -25,7 +27,9 @@ StructureId = Annotated[int, PField(ge=0, le=4)]
 
 class _Model(BaseModel):
     # defer_build: a model's validator is built on its first use, not at import (a query never uses some)
-    model_config = ConfigDict(extra="forbid", frozen=False, populate_by_name=True, defer_build=True)
+    # str_max_length: every text is bounded (the loader refuses longer scalars first, with their line)
+    model_config = ConfigDict(extra="forbid", frozen=False, populate_by_name=True, defer_build=True,
+                              str_max_length=MAX_TEXT_CHARS)
 
 
 class Provenance(_Model):
@@ -67,7 +71,7 @@ class Evidence(_Model):
 
 class KBObject(_Model):
     id: Id
-    version: int = PField(default=1, ge=1)
+    version: int = PField(default=1, ge=1, le=MAX_VERSION)
     provenance: Provenance = PField(default_factory=Provenance)
     evidence: list[Evidence] = PField(default_factory=list)
 
@@ -115,7 +119,7 @@ class Tier(KBObject):
     field: str = "primary_limiter_util_pct"
     lower: float | None = None  # inclusive; None = unbounded
     upper: float | None = None  # exclusive; None = unbounded
-    order: int = 0  # display order, most headroom first
+    order: int = PField(default=0, ge=-MAX_VERSION, le=MAX_VERSION)  # display order, most headroom first
 
     @model_validator(mode="after")
     def _bounds(self) -> Tier:
@@ -130,7 +134,7 @@ class Bottleneck(KBObject):
     name: str
     description: str
     signature: list[str] = PField(min_length=1)  # predicate ids, all must hold
-    priority: int = 100  # lower = considered first
+    priority: int = PField(default=100, ge=-MAX_VERSION, le=MAX_VERSION)  # lower = considered first
     forced_by: list[str] = PField(default_factory=list)  # priority rule: any true => ranked first
     metrics: list[str] = PField(default_factory=list)  # fields that characterise it (for display)
 
@@ -146,7 +150,7 @@ class Case(KBObject):
     unless: list[str] = PField(default_factory=list)  # predicate ids, none may be true
     methods: list[str] = PField(min_length=1)  # ordered, best first
     rationale: str
-    priority: int = 100  # lower wins among matching cases
+    priority: int = PField(default=100, ge=-MAX_VERSION, le=MAX_VERSION)  # lower wins among matching cases
     fallback: bool = False
 
     @model_validator(mode="after")

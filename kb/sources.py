@@ -43,7 +43,8 @@ def sources_fingerprint(settings: Any, bundled: Path | None = None) -> str:
     """A cheap fingerprint (names, sizes, mtimes) of every file the KB is built from: when it changes
     (an upgrade brought new bundled skills, a file was edited by hand) the KB is rebuilt on open."""
     digest = hashlib.sha256()
-    for root in (base_skills_dir(settings, bundled), Path(settings.user_skills_dir)):
+    # canonical roots: one home is one KB however it is spelled (relative, absolute, through a link)
+    for root in (base_skills_dir(settings, bundled).resolve(), Path(settings.user_skills_dir).resolve()):
         digest.update(f"[{root}]".encode())
         if not root.is_dir():
             continue

@@ -24,6 +24,7 @@ from __future__ import annotations
 import contextlib
 import datetime as _dt
 import fcntl
+import hashlib
 import json
 import logging
 import os
@@ -135,6 +136,17 @@ class DriftReport(BaseModel):
     unapplied: list[str] = []  # the skill files and the KB disagree on these ids (repair re-ingests)
     sources_error: str | None = None  # the skill files do not load
     recovered_file: str | None = None
+    stray_temp_files: list[str] = []  # left in the user's skills folder by a killed writer (repair deletes)
+
+
+def places_hash(skills: SkillSet) -> str:
+    """sha256 over where each object is defined (file, line) and each method's worked-example folder: what
+    the content hash leaves out."""
+    h = hashlib.sha256()
+    for oid in sorted(skills.locations):
+        loc = skills.locations[oid]
+        h.update(f"{oid}\x1f{loc.file}\x1f{loc.line}\x1f{skills.example_roots.get(oid, '')}\n".encode())
+    return h.hexdigest()
 
 
 def doc_embed_text(doc: SkillDoc) -> str:
@@ -658,7 +670,13 @@ class KBStore:
             same_model = chroma_meta.get("embed_model") == self.embedder.model_key
             if old_hash == new_hash and chroma_meta.get("content_hash") == new_hash and same_model:
                 log.info("ingest: content unchanged (%s)", new_hash[:12])
-                if self._query_files_missing(new_hash):
+                if self.meta().get("places_hash") != places_hash(skills):
+                    # same objects, new places (a file recovered, moved or copied into the home; a KB written
+                    # before places were recorded): the objects' files and worked-example folders are
+                    # rewritten, nothing is embedded again
+                    self._write_duckdb(skills, new_hash)
+                    self._write_query_files(new_hash)
+                elif self._query_files_missing(new_hash):
                     self._write_query_files(new_hash)  # a KB built before the mirror or the read copy existed
                 return IngestReport(changed=False, content_hash=new_hash, previous_hash=old_hash,
                                     counts=skills.counts(), seconds=time.perf_counter() - t0)
@@ -698,7 +716,8 @@ class KBStore:
             con.execute("CREATE TABLE meta (key VARCHAR PRIMARY KEY, value VARCHAR)")
             meta = {"schema_version": SCHEMA_VERSION, "content_hash": new_hash, "counts": skills.counts(),
                     "ingested_at": _dt.datetime.now(_dt.UTC).isoformat(timespec="seconds"),
-                    "embed_model": self.embedder.model_key, "files": sorted(set(skills.files))}
+                    "embed_model": self.embedder.model_key, "files": sorted(set(skills.files)),
+                    "places_hash": places_hash(skills)}
             con.executemany("INSERT INTO meta VALUES (?, ?)", [(k, json.dumps(v)) for k, v in meta.items()])
             con.execute("COMMIT")
             con.execute("CHECKPOINT")

@@ -11,6 +11,10 @@ and tier the run's own query saw, the case today's KB matches for the parent), t
 parent and each variant's speedup over eager PyTorch (the harness times eager as its baseline), the
 protocol, the GPU and the run id. Every run is read and checked before anything is written; then the
 records go into the learned store in one write, and each run with records gets a proposals file.
+
+A record whose method is not a KB id (a run without the KB names its techniques freely) is either mapped to
+the KB method it is, with its score, or becomes a new method draft in the proposals file, with the run's
+parent and child as its worked example (:mod:`kernelskill.pipeline.loop.method_drafts`).
 """
 
 from __future__ import annotations
@@ -31,6 +35,18 @@ from kernelskill.kb.learned import (
     proposal_yaml,
     record_id,
     source_hash,
+)
+from kernelskill.kb.schema import Method
+from kernelskill.pipeline.loop.method_drafts import (
+    CodeIndex,
+    MethodMapping,
+    api_calls,
+    change_record,
+    change_text,
+    draft_id,
+    draft_method,
+    method_title,
+    rank_methods,
 )
 from kernelskill.pipeline.runs import Run, RunStore
 from kernelskill.protocols import DEFAULT_PROTOCOL
@@ -53,6 +69,12 @@ class RunLearning(BaseModel):
     skipped: list[str] = Field(default_factory=list)
     added: list[str] = Field(default_factory=list)
     proposals: str | None = None
+    #: records whose method is not a KB id: the KB method each is, or the new method drafted for it
+    mappings: list[MethodMapping] = Field(default_factory=list)
+    drafts: list[dict[str, Any]] = Field(default_factory=list)  # Method items (the proposals file's methods)
+    joins: dict[str, list[str]] = Field(default_factory=dict)  # case id -> drafts that should join it
+    #: draft id -> its worked example's files (task.py, before.py, after.py), written beside the proposals
+    draft_files: dict[str, dict[str, str]] = Field(default_factory=dict, exclude=True)
 
 
 def _step_of(path: str | None) -> str | None:
@@ -202,7 +224,8 @@ def _open_runs(settings: Any, runs: Sequence[str | Path]) -> list[Run]:
 def learn_runs(settings: Any, runs: Sequence[str | Path], *, hardware: str | None = None,
                dry_run: bool = False) -> list[RunLearning]:
     """Learn from every run, all or nothing: each run is read and checked first, then the records of all
-    of them are added to the learned store in one write, then each run's proposals file is written."""
+    of them are added to the learned store in one write, then each run's proposals file is written. Records
+    whose method is not a KB id are mapped to a KB method or drafted as a new one (also in a dry run)."""
     opened = _open_runs(settings, runs)
 
     def query_fn(kernel: Path, task: Path, profile: Path | None) -> dict[str, Any]:
@@ -210,13 +233,24 @@ def learn_runs(settings: Any, runs: Sequence[str | Path], *, hardware: str | Non
 
     results = [improvements(run, query_fn=query_fn, hardware=hardware) for run in opened]
     records = [r for res in results for r in res.records]
-    if dry_run or not records:
+    if not records:
         return results
     kb = open_store(settings, read_only=True)
     try:
         cases = {c.id: c for c in kb.cases()}
+        known = {m.id: m for m in kb.methods()}
+        if any(r.method not in known for r in records):
+            index = CodeIndex.of_store(kb)
+            bottlenecks = {b.id for b in kb.bottlenecks()}
+            taken = set(known)
+            for run, res in zip(opened, results, strict=True):
+                for rec in res.records:
+                    if rec.method not in known:
+                        _map_or_draft(run, rec, res, kb, index, known, bottlenecks, taken)
     finally:
         kb.close()
+    if dry_run:
+        return results
     added = set(LearnedStore(settings.kb_dir, embed_settings=settings.embed).add(records))
     for res in results:
         res.added = [r.id for r in res.records if r.id in added]
@@ -225,10 +259,61 @@ def learn_runs(settings: Any, runs: Sequence[str | Path], *, hardware: str | Non
     return results
 
 
+def _map_or_draft(run: Run, rec: LearnedRecord, res: RunLearning, kb: Any, index: CodeIndex,
+                  known: dict[str, Method], bottlenecks: set[str], taken: set[str]) -> None:
+    """Map ``rec`` to the KB method it is (setting ``rec.kb_method``), or draft a new method into ``res``."""
+    change = change_record(run, rec.step)
+    ranked = rank_methods(kb, index, run_method=rec.method, text=change_text(rec.method, change.plan,
+                                                                             change.rationale, change.summary),
+                          before=rec.before_source, after=rec.after_source)
+    best = ranked[0] if ranked else None
+    mapping = MethodMapping(record_id=rec.id, step=rec.step, run_method=rec.method, maps_to=None, best=best,
+                            runners_up=ranked[1:3])
+    if best is not None and best.score >= mapping.threshold:
+        mapping.maps_to = best.method
+        rec.kb_method, rec.kb_method_score = best.method, best.score
+        res.mappings.append(mapping)
+        return
+    same = next((d for d in res.drafts if d["provenance"]["source"].split(" step ")[0] == f"run {run.id}"
+                 and d["name"] == method_title(rec.method)), None)
+    nearest = known.get(best.method) if best is not None else None
+    method_id = same["id"] if same is not None else draft_id(rec.method, taken)
+    item = draft_method(rec, change, nearest, method_id=method_id, example_dir=f"examples/{run.id}/{method_id}",
+                        run_id=run.id, api_calls=api_calls(rec.before_source, rec.after_source),
+                        bottlenecks=bottlenecks)
+    if same is not None:  # the run applied the same new method twice: one draft, both measurements
+        same["evidence"].extend(item["evidence"])
+        mapping.draft = method_id
+        res.mappings.append(mapping)
+        return
+    try:
+        Method.model_validate(item)
+    except ValueError as exc:
+        res.skipped.append(f"{rec.step}: no draft for {rec.method}: {' '.join(str(exc).split())[:300]}")
+        return
+    taken.add(method_id)
+    mapping.draft = method_id
+    res.mappings.append(mapping)
+    res.draft_files[method_id] = {"task.py": run.task_path.read_text(encoding="utf-8"),
+                                  "before.py": rec.before_source, "after.py": rec.after_source}
+    res.drafts.append(item)
+    if rec.case:
+        res.joins.setdefault(rec.case, []).append(method_id)
+
+
 def _write_proposal(home: Path, res: RunLearning, cases: dict[str, Any]) -> Path:
-    """``<home>/proposals/<run>.yaml``; left untouched when it already says the same."""
-    path = home / PROPOSALS_DIR / f"{res.run_id}.yaml"
-    text = proposal_yaml(res.run_id, res.records, cases)
+    """``<home>/proposals/<run>.yaml`` (and its drafts' worked examples under
+    ``<home>/proposals/examples/<run>/<method>/``); left untouched when it already says the same."""
+    folder = home / PROPOSALS_DIR
+    for item in res.drafts:
+        for name, text in res.draft_files.get(item["id"], {}).items():
+            dest = folder / item["example"]["task"].rsplit("/", 1)[0] / name
+            if not (dest.is_file() and dest.read_text(encoding="utf-8") == text):
+                dest.parent.mkdir(parents=True, exist_ok=True)
+                dest.write_text(text, encoding="utf-8")
+    path = folder / f"{res.run_id}.yaml"
+    text = proposal_yaml(res.run_id, res.records, cases, drafts=res.drafts, joins=res.joins,
+                         mappings=[m.line() for m in res.mappings])
     if path.is_file() and path.read_text(encoding="utf-8") == text:
         return path
     path.parent.mkdir(parents=True, exist_ok=True)
