@@ -115,6 +115,16 @@ class Settings(_Section):
     loop: LoopSettings = Field(default_factory=LoopSettings)
     bench: BenchSettings = Field(default_factory=BenchSettings)
 
+    def under_protocol(self, protocol: str | None) -> Settings:
+        """These settings as a run evaluated under ``protocol`` (a preset or a protocol file) sees them: a
+        copy with ``harness.protocol`` set (``None``: unchanged). The loop's query and ``kernelskill query
+        --protocol`` both take their vetoes from it, so they answer alike."""
+        if protocol is None:
+            return self
+        settings = self.model_copy(deep=True)
+        settings.harness.protocol = protocol
+        return settings
+
     # Locations under the home folder ---------------------------------------------------------
     @property
     def kb_dir(self) -> Path:
