@@ -135,11 +135,9 @@ def test_a_piped_query_is_never_cut(kb_home: Path) -> None:
     import subprocess
     import sys
 
-    env = {**os.environ, "PYTHONPATH": str(ROOT.parent) + os.pathsep + os.environ.get("PYTHONPATH", "")}
-    env.pop("COLUMNS", None)
+    env = {k: v for k, v in os.environ.items() if k != "COLUMNS"}
     proc = subprocess.run([sys.executable, "-m", "kernelskill", "query", *GEMM_ARGS, "--home", str(kb_home)],
-                          stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env, cwd=ROOT,
-                          check=False, timeout=300)
+                          capture_output=True, text=True, env=env, cwd=ROOT, check=False, timeout=300)
     assert proc.returncode == 0, proc.stderr
     assert "\u2026" not in proc.stdout
     data = json.loads(run("query", *GEMM_ARGS, "--home", str(kb_home), "--json")[0])

@@ -69,7 +69,7 @@ def test_runs_answer_stores_the_answer_without_importing_torch(tmp_path: Path) -
     body = ("import sys\nfrom kernelskill.cli import main\n"
             f"try:\n    main({args!r})\nexcept SystemExit as exc:\n    assert not exc.code, exc.code\n"
             "finally:\n    print(sorted(m for m in ('torch', 'kernelskill.pipeline.harness') if m in sys.modules))\n")
-    env = {**os.environ, **NO_KEY, "PYTHONPATH": str(ROOT.parent) + os.pathsep + os.environ.get("PYTHONPATH", "")}
+    env = {**os.environ, **NO_KEY}
     proc = subprocess.run([sys.executable, "-c", body], capture_output=True, text=True, env=env, cwd=tmp_path,
                           timeout=300, check=False)
     assert proc.returncode == 0, proc.stderr
