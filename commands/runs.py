@@ -212,8 +212,8 @@ def answer_step(ctx, r, request_id: str, text: str, *, by: str, source: str) -> 
     """Store ``text`` as the answer of LLM step ``request_id`` of run ``r`` after checking it like an API
     answer of that role (``source`` names where it came from in the error); the JSON of ``runs answer``."""
     from kernelskill.errors import KernelskillError
-    from kernelskill.pipeline.loop.agents import check_answer
     from kernelskill.pipeline.runs import pending_request
+    from kernelskill.pipeline.runs.answers import check_answer
     from kernelskill.pipeline.runs.exchange import Answer, Exchange
 
     exchange = Exchange(r.path)
