@@ -199,8 +199,10 @@ def test_query_protocol_asks_what_the_loop_asks_under_that_protocol(kb_home: Pat
     kernel, task = EX / "kernels" / "naive_gemm.py", EX / "tasks" / "naive_gemm_task.py"
     profile = EX / "profiles" / "naive_gemm.csv"
     retriever = KBRetriever(load_settings(home=kb_home))
+    mine = kb_home / "loose.toml"  # a protocol file: the kernelbench preset with looser fp32 tolerances
+    mine.write_text('base = "kernelbench"\n[tolerances]\nfp32 = [1e-2, 1e-2]\n')
     seen = {}
-    for protocol in ("kernelbench", "strict"):
+    for protocol in ("kernelbench", "strict", str(mine)):
         cli = json.loads(run("query", str(kernel), "--task", str(task), "--profile", str(profile),
                              "--protocol", protocol, "--home", str(kb_home), "--json")[0])
         loop = retriever.query(kernel, task=task, profile=profile, protocol=protocol)
@@ -208,5 +210,6 @@ def test_query_protocol_asks_what_the_loop_asks_under_that_protocol(kb_home: Pat
         assert [f["id"] for f in cli["forbidden"]] == [f["id"] for f in loop["forbidden"]], protocol
         seen[protocol] = [m["id"] for m in cli["permitted"]]
     assert "cublas_gemm" in seen["kernelbench"] and "cublas_gemm" not in seen["strict"]
+    assert "cublas_gemm" in seen[str(mine)]
     _, err = run("query", str(kernel), "--protocol", "no_such_protocol", "--home", str(kb_home), code=2)
     assert err.count("\n") == 1 and "no_such_protocol" in err
