@@ -113,7 +113,8 @@ def histogram(tasks: list[dict[str, Any]]) -> str:
                          f'width="{(slot - 4) / 2:.1f}" height="{h:.1f}" fill="{color}"><title>'
                          f'{_esc(f"{lo:.2g}x+: {count}")}</title></rect>')
         if i % 2 == 0:
-            parts.append(f'<text x="{x:.1f}" y="{H - PAD_B + 14}" font-size="10" text-anchor="middle">{lo:.2g}x</text>')
+            edge = f"1/{round(1 / lo)}" if lo < 1 else f"{lo:g}"  # whole octaves: 1/16x .. 8x, not 0.062x
+            parts.append(f'<text x="{x:.1f}" y="{H - PAD_B + 14}" font-size="10" text-anchor="middle">{edge}x</text>')
     parts.append(f'<line x1="{PAD_L + 8 * slot:.1f}" y1="{PAD_T}" x2="{PAD_L + 8 * slot:.1f}" y2="{H - PAD_B}" '
                  'stroke="#900" stroke-dasharray="4 3"/>')
     parts += _legend(PAD_L, H - 24)
