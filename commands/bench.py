@@ -266,7 +266,7 @@ def run_cmd(ctx, task_files: tuple[Path, ...], kernelbench: Path | None, levels:
     harness = settings.harness.model_dump() | {"protocol": proto, "baseline": baseline}
 
     def run_manifest(entry: dict[str, Any]) -> dict[str, Any]:
-        return {"model": settings.llm.model, "provider": settings.llm.provider,
+        return {"model": settings.llm.model_used, "provider": settings.llm.provider,
                 "options": options.model_dump(exclude={"stop_before"}), "arch": settings.arch, "harness": harness,
                 "protocol": Path(proto).name if proto.startswith("/") else proto, "suite": suite.path.name,
                 "task_ref": {k: entry.get(k) for k in ("name", "level", "problem_id")}}

@@ -112,8 +112,8 @@ def resumed_options(run: Any, settings: Any, stop_before: list[str], rounds: int
     from kernelskill.pipeline.loop import LoopOptions, validate_task
 
     manifest = run.manifest
-    if manifest.get("model") and settings.llm.model != manifest["model"]:
-        settings.llm.model = manifest["model"]
+    if manifest.get("model") and manifest.get("provider") != "exchange" and settings.llm.model != manifest["model"]:
+        settings.llm.model = manifest["model"]  # an exchange run names no model: a provider switch keeps yours
     if provider is None and manifest.get("provider") and settings.llm.provider == "openai":
         settings.llm.provider = manifest["provider"]  # a run answered through files stays so
     options = LoopOptions(**manifest.get("options", {}))
@@ -343,7 +343,7 @@ def optimize(ctx, task: Path | None, rounds: int | None, model: str | None, base
 
     if run is None:
         assert task is not None
-        run = store.create(task, {"model": settings.llm.model, "provider": settings.llm.provider,
+        run = store.create(task, {"model": settings.llm.model_used, "provider": settings.llm.provider,
                                   "options": options.model_dump(exclude={"stop_before"}), "arch": settings.arch,
                                   "harness": settings.harness.model_dump()})
     say_no_gpu(no_gpu)

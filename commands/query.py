@@ -7,9 +7,11 @@ from typing import Any
 
 import click
 
+from kernelskill.commands import _common
 from kernelskill.commands._checks import FILE, check_context, check_task
 from kernelskill.commands._common import common_options, console, emit, shorten
 from kernelskill.errors import KernelskillError
+from kernelskill.protocols import load_protocol
 
 
 def _parse_context(items: tuple[str, ...]) -> dict[str, Any]:
@@ -63,30 +65,41 @@ def _live_profile(task: Path | None, kernel: Path, settings: Any) -> Any:
               help="Set a context field, e.g. --context tolerance_atol=1e-4 --context task_dtype=bf16.")
 @click.option("-k", "k", type=click.IntRange(1, 20), default=3, show_default=True,
               help="Skill docs to attach per permitted method.")
+@click.option("--protocol", default=None, metavar="NAME|FILE",
+              help="Ask as a run evaluated under this protocol (strict, kernelbench or a protocol file): its "
+                   "tolerances and library policy decide the vetoes, as in the optimize loop.")
 @common_options
 def query(ctx, kernel: Path, task: Path | None, profile_path: Path | None, run_ncu: bool, explain: bool,
-          context_items: tuple[str, ...], k: int) -> None:
+          context_items: tuple[str, ...], k: int, protocol: str | None) -> None:
     """Which methods apply to KERNEL, and why (offline; no GPU, no LLM)."""
     if profile_path is not None and run_ncu:
         raise KernelskillError("give either --profile or --ncu, not both")
+    if protocol is not None:
+        load_protocol(protocol)  # an unknown name or a bad file: one line, before any work
     prof: Any = profile_path
     if run_ncu:
         if task is not None:
             check_task(task, option="--task")
         prof = _live_profile(task, kernel, ctx.settings())
-    result = query_result(ctx, kernel, task=task, profile=prof, context=_parse_context(context_items), k=k)
-    emit(ctx, result, lambda r: render(r, explain=explain))
+    result = query_result(ctx, kernel, task=task, profile=prof, context=_parse_context(context_items), k=k,
+                          protocol=protocol)
+    if ctx.json and not explain:  # the trace is a large part of the answer: --explain asks for it
+        emit(ctx, result.model_dump(mode="json", exclude={"trace"}))
+    else:
+        emit(ctx, result, lambda r: render(r, explain=explain))
 
 
-def query_result(ctx, kernel: Path, *, task: Path | None, profile: Any, context: dict[str, Any], k: int) -> Any:
+def query_result(ctx, kernel: Path, *, task: Path | None, profile: Any, context: dict[str, Any], k: int,
+                 protocol: str | None = None) -> Any:
     """The QueryResult ``query`` shows (the MCP tool calls this too): the task and the context fields are
-    checked first; a missing KB is built once, with a note and progress on stderr."""
+    checked first; a missing KB is built once, with a note and progress on stderr. ``protocol`` sets the
+    settings the optimize loop's query gets for a run under it (:meth:`Settings.under_protocol`)."""
     from kernelskill.kb.sources import CURRENT
     from kernelskill.retrieval.api import query as run_query
 
     if task is not None:
         check_task(task, option="--task")
-    settings = ctx.settings()
+    settings = ctx.settings().under_protocol(protocol)
     if (settings.kb_dir / CURRENT).is_file():
         if context:
             context = check_context(context, _kb_fields(settings))
@@ -153,7 +166,8 @@ def render(r: Any, *, explain: bool = False) -> None:
         t = Table(title=f"profile: {p.launches_per_forward} launches per forward, dominant {p.dominant}",
                   title_justify="left")
         for col in ("kernel", "launches", "time (us)", "share", "vendor", "in source"):
-            t.add_column(col, justify="right" if col in ("launches", "time (us)", "share") else "left")
+            t.add_column(col, justify="right" if col in ("launches", "time (us)", "share") else "left",
+                         overflow="fold")
         for kern in p.kernels:
             t.add_row(e(kern.base_name), str(kern.launches),
                       f"{(kern.total_duration_ns or 0) / 1000:.1f}",
@@ -179,7 +193,7 @@ def render(r: Any, *, explain: bool = False) -> None:
         for col in ("kernel", "share", "op", "tier", "bottleneck", "metrics that decided"):
             t.add_column(col, overflow="fold")
         for kd in r.kernels:
-            t.add_row(kd.name[:48] + (" *" if kd.target else "") + (" (vendor)" if kd.vendor else ""),
+            t.add_row(e(kd.name) + (" *" if kd.target else "") + (" (vendor)" if kd.vendor else ""),
                       f"{kd.share_pct:.1f}%" if kd.share_pct is not None else "-", kd.op, kd.tier,
                       kd.bottleneck or "-", ", ".join(f"{m}={_v(v)}" for m, v in kd.metrics.items()))
         con.print(t)
@@ -201,20 +215,21 @@ def render(r: Any, *, explain: bool = False) -> None:
         con.print(f"[red]no case matched[/]: {e(c.reason)}")
 
     if r.permitted:
-        t = Table(title="permitted methods (try in this order)", title_justify="left")
+        whole = not _common.stdout_is_terminal()  # a pipe or a file gets every guidance whole; a terminal a summary
+        t = Table(title="permitted methods (try in this order)" + (
+            "" if whole else "; guidance summarised here, whole in a pipe or with --json"), title_justify="left")
         for col in ("#", "method", "guidance", "worked example"):
-            t.add_column(col)
+            t.add_column(col, overflow="fold")  # a path that does not fit wraps: it is never cut
         for m in r.permitted:
             ex = next((e for e in m.examples if e.endswith("after.py")), m.examples[0] if m.examples else "")
-            guide = (m.guidance or (m.docs[0].text if m.docs else "")).strip().replace("\n", " ")
-            t.add_row(str(m.rank), f"{m.id}\n[dim]{e(m.name)}[/]", e(shorten(guide, 240)),
+            guide = " ".join((m.guidance or (m.docs[0].text if m.docs else "")).split())
+            t.add_row(str(m.rank), f"{m.id}\n[dim]{e(m.name)}[/]", e(guide if whole else shorten(guide, 240)),
                       _short(ex) + (f"\n[dim]{m.measured.summary()}[/]" if m.measured else ""))
         con.print(t)
     if r.forbidden:
         t = Table(title="forbidden", title_justify="left")
-        t.add_column("method")
-        t.add_column("by")
-        t.add_column("reason")
+        for col in ("method", "by", "reason"):
+            t.add_column(col, overflow="fold")
         for f in r.forbidden:
             t.add_row(f.id, f.veto or f.by, e(f.reason))
         con.print(t)

@@ -24,6 +24,28 @@ def _store(ctx):
     return RunStore(ctx.settings().runs_dir)
 
 
+def _open(ctx, run: str):
+    """A run by folder path, by id under ``<home>/runs``, or by id in a suite under ``<home>/suites``
+    (``bench run`` keeps each suite's runs in ``<suite>/runs``)."""
+    from kernelskill.errors import KernelskillError
+    from kernelskill.pipeline.runs import MANIFEST, Run, RunStore
+    from kernelskill.pipeline.runs.portable import is_run_id
+
+    settings = ctx.settings()
+    try:
+        return RunStore(settings.runs_dir).open(run)
+    except KernelskillError:
+        suites = settings.home / "suites"
+        found = sorted(suites.glob(f"*/runs/{run}/{MANIFEST}")) if is_run_id(run) and suites.is_dir() else []
+        if len(found) == 1:
+            return Run(found[0].parent)
+        if found:
+            raise KernelskillError(f"run {run}: in {len(found)} suites ("
+                                   + ", ".join(str(f.parent) for f in found) + "); give its folder") from None
+        raise KernelskillError(f"run {run}: not found under {settings.runs_dir} nor in a suite under {suites} "
+                               "(give the run's folder for a suite elsewhere)") from None
+
+
 @runs.command("list")
 @common_options
 def list_cmd(ctx) -> None:
@@ -59,7 +81,7 @@ def show(ctx, run: str) -> None:
     """One run: its summary and trajectory."""
     from kernelskill.pipeline.runs import summary
 
-    r = _store(ctx).open(run)
+    r = _open(ctx, run)
     data = summary(r) | {"trajectory": [e["data"] | {"round": e["round"]} for e in r.log.of_type("attempt")]}
 
     def render(d: dict[str, Any]) -> None:
@@ -90,7 +112,7 @@ def report(ctx, run: str, html_file: Path | None) -> None:
     from kernelskill.pipeline.runs import markdown_report
     from kernelskill.pipeline.runs.report import html_report, report_data
 
-    r = _store(ctx).open(run)
+    r = _open(ctx, run)
     data: dict[str, Any] = {"markdown": markdown_report(r)}
     if html_file is not None:
         page_data = report_data(r)
@@ -119,7 +141,7 @@ def sql_cmd(ctx, run: str, query: str) -> None:
     """DuckDB SQL over a run's log: tables ``events``, ``llm_calls``, ``evals``, ``attempts``."""
     from kernelskill.pipeline.runs import sql
 
-    names, rows = sql(_store(ctx).open(run), query)
+    names, rows = sql(_open(ctx, run), query)
     data = [dict(zip(names, row, strict=True)) for row in rows]
 
     def render(items: list[dict[str, Any]]) -> None:
@@ -141,7 +163,7 @@ def pending_cmd(ctx, run: str) -> None:
     """What RUN waits for: LLM steps (role, prompt file) and the GPU step it is paused before."""
     from kernelskill.pipeline.runs import pending_steps
 
-    r = _store(ctx).open(run)
+    r = _open(ctx, run)
     rows = pending_steps(r)
 
     def render(items: list[dict[str, Any]]) -> None:
@@ -181,7 +203,7 @@ def answer_cmd(ctx, run: str, request_id: str, answer_file, by: str) -> None:
     source = getattr(answer_file, "name", "<stdin>")
     # UTF-8 and within the size bound (never read past it), or one line
     text = read_answer_file(answer_file.read(MAX_ANSWER_FILE_BYTES + 1), source)
-    data = answer_step(ctx, _store(ctx).open(run), request_id, text, by=by, source=source)
+    data = answer_step(ctx, _open(ctx, run), request_id, text, by=by, source=source)
     emit(ctx, data, lambda d: click.echo(f"stored the {d['role']} answer for {d['request']}; continue with "
                                          f"`{d['next']}`"))
 
@@ -190,8 +212,8 @@ def answer_step(ctx, r, request_id: str, text: str, *, by: str, source: str) -> 
     """Store ``text`` as the answer of LLM step ``request_id`` of run ``r`` after checking it like an API
     answer of that role (``source`` names where it came from in the error); the JSON of ``runs answer``."""
     from kernelskill.errors import KernelskillError
-    from kernelskill.pipeline.loop.agents import check_answer
     from kernelskill.pipeline.runs import pending_request
+    from kernelskill.pipeline.runs.answers import check_answer
     from kernelskill.pipeline.runs.exchange import Answer, Exchange
 
     exchange = Exchange(r.path)

@@ -41,7 +41,7 @@ def kb_home(tmp_path_factory: pytest.TempPathFactory) -> Path:
 def test_query_in_a_pipe_keeps_reasons_and_ids_whole(kb_home: Path) -> None:
     args = ["query", str(EX / "kernels" / "naive_gemm.py"), "--profile", str(EX / "profiles" / "naive_gemm.csv"),
             "--home", str(kb_home)]
-    data = json.loads(run(*args, "--json")[0])
+    data = json.loads(run(*args, "--json", "--explain")[0])
     text, _ = run(*args, "--explain")
     lines = text.splitlines()
     assert data["forbidden"], "the example has vetoed methods"
@@ -52,12 +52,11 @@ def test_query_in_a_pipe_keeps_reasons_and_ids_whole(kb_home: Path) -> None:
         assert any(step["id"] in line for line in lines), step["id"]
         if step.get("expr"):
             assert any(step["expr"] in line for line in lines), step["expr"]
-    for m in data["permitted"]:  # guidance either whole or cut at a word boundary with an ellipsis
+    for m in data["permitted"]:  # every guidance whole, on one line of its cell
         guide = " ".join((m["guidance"] or "").split())
         shown = next(line for line in lines if guide[:40] in line)
         part = re.search(re.escape(guide[:40]) + r"[^│┃]*", shown).group(0).rstrip()
-        assert guide == part or (part.endswith("\u2026") and guide.startswith(part[:-1])
-                                 and guide[len(part) - 1] in " ,;:"), part
+        assert guide == part, part
 
 
 def test_kb_show_in_a_pipe_is_plain_whole_lines(kb_home: Path) -> None:
@@ -123,3 +122,94 @@ def test_counters_are_one_line_per_tenth_in_a_pipe(monkeypatch: pytest.MonkeyPat
     counted = [line for line in lines if "[" in line]
     assert counted[0] == "demo: doc [1/100]" and counted[-1] == "demo: doc [100/100]" and len(counted) == 11
     assert lines[-1].startswith("demo: encoding: done in")
+
+
+# ---------------------------------------------------------------------------------------- query: whole answers
+GEMM_ARGS = (str(EX / "kernels" / "naive_gemm.py"), "--profile", str(EX / "profiles" / "naive_gemm.csv"))
+
+
+def test_a_piped_query_is_never_cut(kb_home: Path) -> None:
+    """`kernelskill query ... | cat`: a real process writing into a real pipe; no cell ends in an ellipsis and
+    every guidance and worked-example path arrives whole."""
+    import os
+    import subprocess
+    import sys
+
+    env = {k: v for k, v in os.environ.items() if k != "COLUMNS"}
+    proc = subprocess.run([sys.executable, "-m", "kernelskill", "query", *GEMM_ARGS, "--home", str(kb_home)],
+                          capture_output=True, text=True, env=env, cwd=ROOT, check=False, timeout=300)
+    assert proc.returncode == 0, proc.stderr
+    assert "\u2026" not in proc.stdout
+    data = json.loads(run("query", *GEMM_ARGS, "--home", str(kb_home), "--json")[0])
+    flat = " ".join(proc.stdout.split())
+    for m in data["permitted"]:
+        assert " ".join(m["guidance"].split()) in flat, m["id"]
+        after = next(e for e in m["examples"] if e.endswith("after.py"))
+        assert str(Path(after).resolve().relative_to(ROOT)) in proc.stdout, after
+
+
+def _column_cells(text: str, title: str, column: int) -> list[str]:
+    """The cells of one column of a rich table on a terminal, each row's folded lines joined."""
+    lines = text.splitlines()
+    start = next(i for i, line in enumerate(lines) if line.startswith(title))
+    cells: list[str] = []
+    for line in lines[start:]:
+        if line.startswith("└"):
+            break
+        parts = line.split("│")
+        if len(parts) < column + 2:
+            continue
+        if parts[1].strip():  # the first column (#) starts a row
+            cells.append("")
+        if cells:
+            cells[-1] += parts[column + 1].strip()
+    return cells
+
+
+def test_query_on_a_120_column_terminal_wraps_paths_instead_of_cutting_them(
+        kb_home: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(_common, "stdout_is_terminal", lambda: True)
+    monkeypatch.setenv("COLUMNS", "120")
+    text, _ = run("query", *GEMM_ARGS, "--home", str(kb_home))
+    data = json.loads(run("query", *GEMM_ARGS, "--home", str(kb_home), "--json")[0])
+    assert max(len(line) for line in text.splitlines()) <= 120
+    examples = _column_cells(text, "permitted methods", 3)
+    assert len(examples) == len(data["permitted"])
+    for m, cell in zip(data["permitted"], examples, strict=True):
+        after = next(e for e in m["examples"] if e.endswith("after.py"))
+        assert cell.startswith(str(Path(after).resolve().relative_to(ROOT))), (after, cell)
+    assert "guidance summarised here" in text  # the terminal's summary says where the whole text is
+
+
+def test_query_json_carries_the_trace_only_with_explain(kb_home: Path) -> None:
+    plain = json.loads(run("query", *GEMM_ARGS, "--home", str(kb_home), "--json")[0])
+    full = json.loads(run("query", *GEMM_ARGS, "--home", str(kb_home), "--json", "--explain")[0])
+    assert "trace" not in plain and len(full["trace"]) > 20
+    def rest(d: dict) -> dict:
+        return {k: v for k, v in d.items() if k not in ("trace", "timings_ms")}
+
+    assert rest(full) == rest(plain)
+
+
+def test_query_protocol_asks_what_the_loop_asks_under_that_protocol(kb_home: Path) -> None:
+    """`query --protocol kernelbench` and the optimize loop's retriever (the adapter the loop calls, with the
+    run's protocol) permit and forbid the same methods, in the same order; under `strict` cuBLAS is vetoed."""
+    from kernelskill.pipeline.loop.adapters import KBRetriever
+
+    kernel, task = EX / "kernels" / "naive_gemm.py", EX / "tasks" / "naive_gemm_task.py"
+    profile = EX / "profiles" / "naive_gemm.csv"
+    retriever = KBRetriever(load_settings(home=kb_home))
+    mine = kb_home / "loose.toml"  # a protocol file: the kernelbench preset with looser fp32 tolerances
+    mine.write_text('base = "kernelbench"\n[tolerances]\nfp32 = [1e-2, 1e-2]\n')
+    seen = {}
+    for protocol in ("kernelbench", "strict", str(mine)):
+        cli = json.loads(run("query", str(kernel), "--task", str(task), "--profile", str(profile),
+                             "--protocol", protocol, "--home", str(kb_home), "--json")[0])
+        loop = retriever.query(kernel, task=task, profile=profile, protocol=protocol)
+        assert [m["id"] for m in cli["permitted"]] == [m["id"] for m in loop["permitted"]], protocol
+        assert [f["id"] for f in cli["forbidden"]] == [f["id"] for f in loop["forbidden"]], protocol
+        seen[protocol] = [m["id"] for m in cli["permitted"]]
+    assert "cublas_gemm" in seen["kernelbench"] and "cublas_gemm" not in seen["strict"]
+    assert "cublas_gemm" in seen[str(mine)]
+    _, err = run("query", str(kernel), "--protocol", "no_such_protocol", "--home", str(kb_home), code=2)
+    assert err.count("\n") == 1 and "no_such_protocol" in err

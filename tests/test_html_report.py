@@ -9,6 +9,7 @@ from itself alone. The browser tests are skipped when playwright or Chromium is 
 from __future__ import annotations
 
 import json
+import math
 import re
 import shutil
 from pathlib import Path
@@ -161,7 +162,7 @@ def test_page_renders_offline_and_its_numbers_match_the_run(browser: Any, finish
     assert step_line is not None and step_line["width"] > 0
 
     # the table: one row per candidate; its numbers are the events' numbers
-    rows = tab.eval_on_selector_all("#candidates tbody tr", "rows => rows.map(r => Object.fromEntries("
+    rows = tab.eval_on_selector_all("#candidates tbody tr:not(.detail)", "rows => rows.map(r => Object.fromEntries("
                                     "Array.from(r.cells).map(c => [c.dataset.col, c.dataset.value])))")
     evals = {e["data"]["candidate"]: e["data"]["result"] for e in events(home, run_id)
              if e["type"] == "eval" and not e["step"].startswith("verify")}
@@ -174,7 +175,7 @@ def test_page_renders_offline_and_its_numbers_match_the_run(browser: Any, finish
         for col, value in (("speedup", a.get("speedup")), ("candidate ms", result.get("candidate_ms")),
                            ("eager ms", result.get("baseline_ms")), ("IQR ms", result.get("candidate_iqr_ms"))):
             assert (float(row[col]) if row[col] else None) == (pytest.approx(value) if value is not None else None)
-    shown_text = tab.locator("#candidates tbody tr").nth(2).inner_text()
+    shown_text = tab.locator("#candidates tbody tr:not(.detail)").nth(2).inner_text()
     assert "1.9000" in shown_text and "vectorized_access_16b" in shown_text
 
     # the summary says what runs show says
@@ -187,11 +188,43 @@ def test_page_renders_offline_and_its_numbers_match_the_run(browser: Any, finish
     assert embedded["summary"]["best_speedup"] == run_json["best_speedup"]
 
     # the columns sort on click (inline script): fastest first after two clicks on "speedup"
+    # each review is whole and readable: a line under its candidate across the table, inside the page
+    reviews = [a.get("review") for a in trajectory]
+    assert sum(bool(r) for r in reviews) >= 3
+
+    def review_lines() -> list[list[Any]]:
+        return tab.eval_on_selector_all(
+            "#candidates tbody tr", "rows => rows.map(r => [r.classList.contains('detail'), r.innerText, "
+            "r.cells[0].getBoundingClientRect().width, r.getBoundingClientRect().right])")
+
+    lines = review_lines()
+    table_box = tab.locator("#candidates").bounding_box()
+    width = tab.evaluate("document.documentElement.clientWidth")
+    pairs = [(lines[i][1], lines[i + 1]) for i in range(len(lines) - 1) if not lines[i][0]]
+    shown_reviews = [nxt[1] if nxt[0] else None for _, nxt in pairs] + ([None] if not lines[-1][0] else [])
+    assert [r.split(":", 1)[1].strip() if r else None for r in shown_reviews] == [r or None for r in reviews]
+    for is_detail, _, cell_width, right in lines:
+        if is_detail:
+            assert cell_width >= 0.95 * table_box["width"] and right <= width
+    assert tab.evaluate("Array.from(document.querySelectorAll('.scroll')).every(d => d.scrollWidth <= "
+                        "d.clientWidth)")  # nothing hidden past the page's edge
+
+    # the columns sort on click (inline script): fastest first after two clicks on "speedup", each review
+    # still under its own candidate
     header = tab.locator('#candidates th[data-col="speedup"]')
     header.click()
     header.click()
-    first = tab.locator("#candidates tbody tr").first.locator('td[data-col="speedup"]').inner_text()
+    first = tab.locator("#candidates tbody tr:not(.detail)").first.locator('td[data-col="speedup"]').inner_text()
     assert float(first) == pytest.approx(max(a["speedup"] or 0 for a in trajectory))
+    by_text = {}
+    after = review_lines()
+    for i, (is_detail, text, *_) in enumerate(after):
+        if not is_detail:
+            by_text[text] = after[i + 1][1] if i + 1 < len(after) and after[i + 1][0] else None
+    assert sorted(map(str, by_text.values())) == sorted(map(str, (nxt[1] if nxt[0] else None for _, nxt in pairs)))
+    for text, review in by_text.items():
+        before = next(nxt for row, nxt in pairs if row == text)
+        assert review == (before[1] if before[0] else None)
     tab.close()
 
 
@@ -214,3 +247,68 @@ def test_a_run_without_candidates_still_renders(browser: Any, tmp_path: Path) ->
                      strict=True))
     assert facts["answered by"] == "no answer yet (exchange)" and facts["status"] == "paused"
     tab.close()
+
+
+# -- the suite page (bench report --html) in a real browser ----------------------------------------------------
+RESULTS = Path(__file__).resolve().parents[1] / "benchmarks" / "results" / "suite_h200"
+
+
+@pytest.fixture(scope="module")
+def published_suite_page(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, dict[str, Any]]:
+    """The published 12-task H200 suite, imported from its archive and reported with --html."""
+    suite = tmp_path_factory.mktemp("suite")
+    shutil.copyfile(RESULTS / "kb-suite.json", suite / "suite.json")
+    assert ks("bench", "import", str(suite), str(RESULTS / "kb-runs.tar.gz")).exit_code == 0
+    out = suite / "report.html"
+    result = ks("bench", "report", str(suite), "--html", str(out), "--json")
+    assert result.exit_code == 0, result.output
+    return out, json.loads(result.stdout)
+
+
+def _is_round(value: float) -> bool:
+    """1, 2 or 5 times a power of ten (or 0)."""
+    if value == 0:
+        return True
+    mantissa = value / 10 ** math.floor(math.log10(value) + 1e-9)
+    return any(abs(mantissa - m) < 1e-6 for m in (1, 2, 5))
+
+
+def test_the_suite_page_shows_whole_task_names_and_round_ticks(browser: Any, published_suite_page) -> None:
+    out, report = published_suite_page
+    tab, asked = open_offline(browser, out)
+    assert asked == []
+    for plot in ("task-bars", "speedup-histogram"):
+        svg = tab.locator(f"svg#{plot}").bounding_box()
+        assert svg is not None and svg["width"] > 100
+    # every task's name whole (its level prefix too), drawn inside the plot, none over another
+    labels = tab.eval_on_selector_all("svg#task-bars text.task-label", "els => els.map(e => { const r = "
+                                      "e.getBoundingClientRect(); return [e.textContent, r.left, r.top, r.right, "
+                                      "r.bottom]; })")
+    svg = tab.locator("svg#task-bars").bounding_box()
+    assert [name for name, *_ in labels] == [t["task"] for t in report["tasks"]]
+    assert all(name.startswith(("L1/", "L2/", "L3/")) for name, *_ in labels)
+    for name, left, top, right, bottom in labels:
+        assert svg["x"] <= left and right <= svg["x"] + svg["width"], name
+        assert svg["y"] <= top and bottom <= svg["y"] + svg["height"], name
+    for (_, _, _, right, _), (_, left, *_) in zip(labels, labels[1:], strict=False):
+        assert right <= left + 0.5  # side by side, no overlap
+    # the y ticks fall on round values: 1, 2, 5 times a power of ten
+    speedups = tab.eval_on_selector_all("svg#task-bars text.y-tick", "els => els.map(e => e.textContent)")
+    counts = tab.eval_on_selector_all("svg#speedup-histogram text.y-tick", "els => els.map(e => e.textContent)")
+    assert "1x" in speedups and len(speedups) >= 5 and all(s.endswith("x") for s in speedups)
+    assert all(_is_round(float(s[:-1])) for s in speedups), speedups
+    values = [float(c) for c in counts]  # a linear count axis: from 0, whole tasks, one round step
+    steps = {b - a for a, b in zip(values, values[1:], strict=False)}
+    assert values[0] == 0 and all(v.is_integer() for v in values) and len(steps) == 1
+    assert _is_round(steps.pop()), counts
+    best = max(t["speedup"] for t in report["tasks"] if t["speedup"])
+    assert max(float(s[:-1]) for s in speedups) >= best  # the axis reaches the fastest task
+    tab.close()
+
+
+def test_round_speedup_ticks() -> None:
+    from kernelskill.pipeline.bench.html import speedup_ticks
+
+    assert speedup_ticks(1.3) == [0.5, 1, 2]
+    assert speedup_ticks(29.5) == [0.02, 0.05, 0.1, 0.2, 0.5, 1, 2, 5, 10, 20, 50]
+    assert speedup_ticks(150) == [0.005, 0.01, 0.1, 1, 10, 100, 200]

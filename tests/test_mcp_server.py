@@ -112,7 +112,8 @@ def test_every_tool_over_stdio(home: Path) -> None:
 
             # offline tools: the same JSON as the CLI's --json
             q = await c.ok("query", {"kernel": str(KERNEL), "k": 2})
-            assert _no_timings(q) == _no_timings(json.loads(cli("query", str(KERNEL), "-k", "2", "--json", *h)))
+            assert _no_timings(q) == _no_timings(json.loads(cli("query", str(KERNEL), "-k", "2", "--json", "--explain",
+                                                                            *h)))
             from_text = await c.ok("query", {"source": KERNEL.read_text(), "k": 2})
             assert (from_text["bottleneck"], from_text["case"], from_text["features"]["values"]) == \
                 (q["bottleneck"], q["case"], q["features"]["values"])

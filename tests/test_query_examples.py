@@ -190,7 +190,7 @@ def _cli(home: Path, *args: str, code: int = 0):
 def test_cli_json_matches_api(home: Path, settings) -> None:
     e = MANIFEST["naive_gemm"]
     out = _cli(home, str(EX / e["kernel"]), "--profile", str(EX / e["profile"]), "--task", str(EX / e["task"]),
-               "--json").stdout
+               "--json", "--explain").stdout
     data = json.loads(out)
     api = _q(settings, "naive_gemm")
     assert data["case"]["id"] == api.case.id and [m["id"] for m in data["permitted"]] == api.first_methods(99)

@@ -15,7 +15,7 @@ import html
 import math
 from typing import Any
 
-from kernelskill.pipeline.runs.html import Series, plot_svg, section, table_html
+from kernelskill.pipeline.runs.html import Series, nice_ticks, plot_svg, section, table_html
 from kernelskill.pipeline.runs.html import page as shell_page
 
 EAGER, COMPILE = "#3b6fb6", "#d9822b"
@@ -32,23 +32,51 @@ def _caption(labels: dict[str, str], what: str) -> str:
             f"&middot; tolerance {_esc(labels['tolerance'])} &middot; GPU {_esc(labels['gpu'])}</figcaption>")
 
 
-def _axes(y_max: float, y_label: str, *, log2: bool = False) -> list[str]:
+#: a label's width per character at the plots' font sizes (an upper bound for a sans-serif face), in pixels
+CHAR_W = 6.0
+#: speedups on a log axis: 1, 2 and 5 times a power of ten
+ROUND_SPEEDUPS = [m * 10.0 ** k for k in range(-4, 5) for m in (1, 2, 5)]
+
+
+def _count_ticks(top: int) -> list[float]:
+    """Whole counts from 0 in steps of 1, 2 or 5 times a power of ten, the last at or above ``top``."""
+    return nice_ticks(0, max(1, top), target=min(6, max(1, top)))
+
+
+def speedup_ticks(largest: float) -> list[float]:
+    """Ticks of a log speedup axis symmetric about 1x: the axis ends at the first round value (1, 2 or 5
+    times a power of ten) at or above ``largest`` (>= 2x), and its reciprocal, which is round too; at most
+    eleven ticks (a longer axis keeps the powers of ten and its two ends)."""
+    hi = next(v for v in ROUND_SPEEDUPS if v >= max(2.0, largest) * (1 - 1e-9))
+    ticks = [v for v in ROUND_SPEEDUPS if 1 / hi * (1 - 1e-9) <= v <= hi * (1 + 1e-9)]
+    if len(ticks) > 11:
+        ticks = [v for v in ticks if v in (ticks[0], ticks[-1]) or abs(math.log10(v) - round(math.log10(v))) < 1e-9]
+    return ticks
+
+
+def _tick_label(value: float) -> str:
+    return f"{value:g}"
+
+
+def _axes(ticks: list[float], y_label: str) -> list[str]:
+    """A linear y axis from 0 to the last tick, a grid line and label at each tick."""
+    top = ticks[-1]
     out = [f'<line x1="{PAD_L}" y1="{H - PAD_B}" x2="{W - PAD_R}" y2="{H - PAD_B}" stroke="#333"/>',
            f'<line x1="{PAD_L}" y1="{PAD_T}" x2="{PAD_L}" y2="{H - PAD_B}" stroke="#333"/>',
            f'<text x="14" y="{(H - PAD_B + PAD_T) / 2}" transform="rotate(-90 14 {(H - PAD_B + PAD_T) / 2})" '
            f'font-size="11" text-anchor="middle">{_esc(y_label)}</text>']
-    for i in range(5):
-        v = y_max * i / 4
-        y = H - PAD_B - (H - PAD_B - PAD_T) * i / 4
-        label = f"{2 ** v:.2g}x" if log2 else (f"{v:.0f}" if y_max >= 4 else f"{v:.2g}")
+    for v in ticks:
+        y = H - PAD_B - (H - PAD_B - PAD_T) * v / top
         out.append(f'<line x1="{PAD_L - 4}" y1="{y:.1f}" x2="{W - PAD_R}" y2="{y:.1f}" stroke="#ddd"/>')
-        out.append(f'<text x="{PAD_L - 6}" y="{y + 4:.1f}" font-size="10" text-anchor="end">{label}</text>')
+        out.append(f'<text class="y-tick" x="{PAD_L - 6}" y="{y + 4:.1f}" font-size="10" text-anchor="end">'
+                   f'{_tick_label(v)}</text>')
     return out
 
 
-def _svg(parts: list[str], title: str) -> str:
-    return (f'<svg xmlns="http://www.w3.org/2000/svg" viewBox="0 0 {W} {H}" width="{W}" height="{H}" role="img" '
-            f'aria-label="{_esc(title)}">' + "".join(parts) + "</svg>")
+def _svg(parts: list[str], title: str, height: float = H, plot_id: str = "") -> str:
+    ident = f' id="{_esc(plot_id)}"' if plot_id else ""
+    return (f'<svg xmlns="http://www.w3.org/2000/svg"{ident} viewBox="0 0 {W} {height:.0f}" width="{W}" '
+            f'height="{height:.0f}" role="img" aria-label="{_esc(title)}">' + "".join(parts) + "</svg>")
 
 
 def _legend(x: float, y: float) -> list[str]:
@@ -73,9 +101,10 @@ def histogram(tasks: list[dict[str, Any]]) -> str:
         return out
 
     ce, cc = counts("speedup"), counts("speedup_compile")
-    top = 4 * math.ceil(max([1, *ce, *cc]) / 4)  # whole tasks on every tick
+    ticks = _count_ticks(max([1, *ce, *cc]))  # whole tasks on every tick
+    top = ticks[-1]
     slot = (W - PAD_L - PAD_R) / len(bins)
-    parts = _axes(top, "tasks")
+    parts = _axes(ticks, "tasks")
     for i, (lo, _hi) in enumerate(bins):
         x = PAD_L + i * slot
         for j, (count, color) in enumerate(((ce[i], EAGER), (cc[i], COMPILE))):
@@ -84,29 +113,36 @@ def histogram(tasks: list[dict[str, Any]]) -> str:
                          f'width="{(slot - 4) / 2:.1f}" height="{h:.1f}" fill="{color}"><title>'
                          f'{_esc(f"{lo:.2g}x+: {count}")}</title></rect>')
         if i % 2 == 0:
-            parts.append(f'<text x="{x:.1f}" y="{H - PAD_B + 14}" font-size="10" text-anchor="middle">{lo:.2g}x</text>')
+            edge = f"1/{round(1 / lo)}" if lo < 1 else f"{lo:g}"  # whole octaves: 1/16x .. 8x, not 0.062x
+            parts.append(f'<text x="{x:.1f}" y="{H - PAD_B + 14}" font-size="10" text-anchor="middle">{edge}x</text>')
     parts.append(f'<line x1="{PAD_L + 8 * slot:.1f}" y1="{PAD_T}" x2="{PAD_L + 8 * slot:.1f}" y2="{H - PAD_B}" '
                  'stroke="#900" stroke-dasharray="4 3"/>')
     parts += _legend(PAD_L, H - 24)
-    return _svg(parts, "speedup distribution")
+    return _svg(parts, "speedup distribution", plot_id="speedup-histogram")
 
 
 def task_bars(tasks: list[dict[str, Any]]) -> str:
     """Best speedup per task on a log2 axis (1x at the baseline line), eager and torch.compile."""
-    values = [abs(math.log2(v)) for t in tasks for v in (t.get("speedup"), t.get("speedup_compile"))
+    values = [max(v, 1 / v) for t in tasks for v in (t.get("speedup"), t.get("speedup_compile"))
               if isinstance(v, int | float) and v > 0]
-    span = max([1.0, *values])
+    ticks = speedup_ticks(max([1.0, *values]))
+    span = math.log2(ticks[-1])
     n = max(1, len(tasks))
     slot = (W - PAD_L - PAD_R) / n
+    names = [str(t["task"]) for t in tasks] if n <= 40 else []
+    # the task names stand upright under their bars, whole (the level prefix too): the plot grows downwards
+    pad_b = max(PAD_B, 14 + CHAR_W * max([0, *map(len, names)]))
+    height = H - PAD_B + pad_b
     mid = PAD_T + (H - PAD_B - PAD_T) / 2
     scale = (H - PAD_B - PAD_T) / 2 / span
     parts = [f'<line x1="{PAD_L}" y1="{mid}" x2="{W - PAD_R}" y2="{mid}" stroke="#333"/>',
              f'<line x1="{PAD_L}" y1="{PAD_T}" x2="{PAD_L}" y2="{H - PAD_B}" stroke="#333"/>']
-    for k in (-span, -span / 2, span / 2, span):
-        y = mid - k * scale
-        parts.append(f'<text x="{PAD_L - 6}" y="{y + 4:.1f}" font-size="10" text-anchor="end">{2 ** k:.2g}x</text>')
-        parts.append(f'<line x1="{PAD_L}" y1="{y:.1f}" x2="{W - PAD_R}" y2="{y:.1f}" stroke="#eee"/>')
-    parts.append(f'<text x="{PAD_L - 6}" y="{mid + 4}" font-size="10" text-anchor="end">1x</text>')
+    for v in ticks:
+        y = mid - math.log2(v) * scale
+        parts.append(f'<text class="y-tick" x="{PAD_L - 6}" y="{y + 4:.1f}" font-size="10" text-anchor="end">'
+                     f'{_tick_label(v)}x</text>')
+        if v != 1:
+            parts.append(f'<line x1="{PAD_L}" y1="{y:.1f}" x2="{W - PAD_R}" y2="{y:.1f}" stroke="#eee"/>')
     for i, t in enumerate(tasks):
         x = PAD_L + i * slot
         for j, (key, color) in enumerate((("speedup", EAGER), ("speedup_compile", COMPILE))):
@@ -121,12 +157,12 @@ def task_bars(tasks: list[dict[str, Any]]) -> str:
         if not t.get("correct"):
             parts.append(f'<text x="{x + slot / 2:.1f}" y="{mid - 3}" font-size="9" fill="#900" '
                          f'text-anchor="middle">x<title>{_esc(t["task"])}: {_esc(t.get("failure"))}</title></text>')
-        if n <= 40:
-            label = _esc(str(t["task"]).split("/")[-1][:18])
-            parts.append(f'<text x="{x + slot / 2:.1f}" y="{H - PAD_B + 10}" font-size="9" text-anchor="end" '
-                         f'transform="rotate(-45 {x + slot / 2:.1f} {H - PAD_B + 10})">{label}</text>')
+        if names:
+            lx, ly = x + slot / 2 + 3, H - PAD_B + 6
+            parts.append(f'<text class="task-label" x="{lx:.1f}" y="{ly}" font-size="9" text-anchor="end" '
+                         f'transform="rotate(-90 {lx:.1f} {ly})">{_esc(names[i])}</text>')
     parts += _legend(W - 260, 4)
-    return _svg(parts, "per-task speedup")
+    return _svg(parts, "per-task speedup", height, plot_id="task-bars")
 
 
 def round_line(by_round: list[dict[str, Any]]) -> str:

@@ -109,8 +109,7 @@ class KBRetriever:
               ) -> dict[str, Any]:
         settings = self.settings
         if protocol is not None:  # the run's protocol, not this machine's default, decides the vetoes
-            settings = (settings if settings is not None else load_settings()).model_copy(deep=True)
-            settings.harness.protocol = protocol
+            settings = (settings if settings is not None else load_settings()).under_protocol(protocol)
         raw = query(kernel, task=task, profile=profile, settings=settings).model_dump(mode="json")
         for method in raw.get("permitted") or []:
             if method.get("examples"):

@@ -10,7 +10,6 @@ never asks twice.
 
 from __future__ import annotations
 
-import ast
 import re
 from functools import lru_cache
 from pathlib import Path
@@ -20,16 +19,13 @@ import jinja2
 from pydantic import BaseModel
 
 from kernelskill.pipeline.harness.gpu_facts import prompt_gpu
-from kernelskill.pipeline.loop.formats import format_problem, prompt_context
-from kernelskill.pipeline.loop.llm import LLMClient, parse_json_answer
-from kernelskill.pipeline.runs.bounds import parse_python, text_problem
+from kernelskill.pipeline.loop.formats import prompt_context
+from kernelskill.pipeline.loop.llm import LLMClient
+from kernelskill.pipeline.runs.answers import check_answer, extract_code, plans_problem  # noqa: F401 (the roles' checks)
 from kernelskill.pipeline.runs.redact import redact
 
 PROMPTS_DIR = Path(__file__).resolve().parents[2] / "prompts"
 ROLES = ("generator", "reviewer", "diagnoser", "repairer", "planner", "optimizer")
-
-_FENCE = re.compile(r"^[ \t]*```[ \t]*([A-Za-z0-9_+.-]*)[^\n]*\n(.*?)(?:^[ \t]*```[ \t]*$|\Z)", re.S | re.M)
-_MODELNEW = re.compile(r"^\s*class\s+ModelNew\b", re.M)
 
 DIAGNOSIS_SCHEMA: dict[str, Any] = {
     "type": "object", "required": ["root_cause", "fix"],
@@ -94,38 +90,6 @@ def default_gpu(arch: str = "sm_90", name: str | None = None, protocol: str | No
     return prompt_gpu(arch, name=name, protocol=protocol)
 
 
-# Code answers -----------------------------------------------------------------------------------
-def extract_code(text: str, candidate_format: str = "load_inline") -> tuple[str | None, str]:
-    """(code, "") for the block that defines ModelNew (a file of ``candidate_format``), else (None, reason).
-    Never raises: an answer outside the bounds of :mod:`~kernelskill.pipeline.runs.bounds` is a reason."""
-    problem = text_problem(text)
-    if problem:
-        return None, problem
-    blocks = [(lang.lower(), body) for lang, body in _FENCE.findall(text)]
-    code: str | None = None
-    with_model = [body for lang, body in blocks if _MODELNEW.search(body) and lang in ("", "python", "py",
-                                                                                       "python3")]
-    with_model = with_model or [body for _, body in blocks if _MODELNEW.search(body)]
-    if with_model:
-        code = with_model[-1]
-    elif not blocks and _MODELNEW.search(text):
-        lines = text.splitlines()
-        first = next((i for i, line in enumerate(lines)
-                      if re.match(r"\s*(import |from |class |#|@|def )", line)), 0)
-        code = "\n".join(lines[first:])
-    if code is None:
-        return None, ("no code block defines class ModelNew" if blocks or text.strip()
-                      else "the answer was empty")
-    code = code.strip("\n") + "\n"
-    tree, problem = parse_python(code)
-    if tree is None:
-        return None, problem
-    if not any(isinstance(n, ast.ClassDef) and n.name == "ModelNew" for n in tree.body):
-        return None, "ModelNew must be a top-level class"
-    problem = format_problem(code, candidate_format)
-    return (None, problem) if problem else (code, "")
-
-
 # The expected shape of an answer, as stored with a request (the ``exchange`` provider) ----------------
 def code_expects(candidate_format: str = "load_inline") -> dict[str, Any]:
     out: dict[str, Any] = {"kind": "code", "defines": "ModelNew",
@@ -142,48 +106,6 @@ def json_expects(schema: dict[str, Any], method_in: list[str] | None = None) -> 
         out["method_in"] = list(method_in)
         out["how"] += "; `method` must be one of the permitted methods"
     return out
-
-
-def check_answer(expects: dict[str, Any], text: str) -> str:
-    """Why ``text`` is not a usable answer of that shape ("" when it is): the same parsers and rules
-    that the roles apply to an API answer (code defining ModelNew; JSON valid under the role's schema;
-    a planner's method from the permitted list)."""
-    problem = text_problem(text)
-    if problem:
-        return problem
-    kind = expects.get("kind")
-    if kind == "code":
-        return extract_code(text, expects.get("format") or "load_inline")[1]
-    if kind == "json":
-        value, reason = parse_json_answer(text, expects.get("schema") or {"type": "object"})
-        if value is None:
-            return reason
-        allowed = expects.get("method_in")
-        if "plans" in (expects.get("schema") or {}).get("properties", {}):  # the search's several plans
-            return plans_problem(value, allowed, int(expects.get("plans_wanted") or 1))
-        if allowed is not None and value.get("method") not in allowed:
-            return f"`{value.get('method')}` is not in the permitted list; choose one of: {', '.join(allowed)}"
-        return ""
-    return "" if text.strip() else "the answer was empty"
-
-
-def plans_problem(value: dict[str, Any], allowed: list[str] | None, wanted: int) -> str:
-    """Why a planner's ``{"plans": [...]}`` answer is not usable ("" when it is): at most ``wanted`` plans,
-    each method from ``allowed`` (when given), and no method twice while enough distinct ones are allowed."""
-    plans = value.get("plans") or []
-    if not plans:
-        return "no plans in the answer"
-    if len(plans) > wanted:
-        return f"{len(plans)} plans; at most {wanted} were asked for"
-    methods = [str(p.get("method")) for p in plans]
-    if allowed is not None:
-        bad = [m for m in methods if m not in allowed]
-        if bad:
-            return f"`{bad[0]}` is not in the permitted list; choose from: {', '.join(allowed)}"
-    distinct = len(allowed) if allowed is not None else wanted
-    if len(set(methods)) < len(methods) and len(set(methods)) < min(distinct, len(methods)):
-        return "a method appears twice while other methods are permitted; give each plan its own method"
-    return ""
 
 
 class CodeAnswer(BaseModel):

@@ -9,7 +9,6 @@ where it differs (``kb/triton_notes.yaml``).
 
 from __future__ import annotations
 
-import ast
 from functools import lru_cache
 from pathlib import Path
 from typing import Any
@@ -46,22 +45,3 @@ def prompt_context(candidate_format: str) -> dict[str, Any]:
     return {"candidate_format": candidate_format, "format_notes": format_notes(candidate_format)}
 
 
-def _is_triton_kernel(node: ast.AST) -> bool:
-    if not isinstance(node, ast.FunctionDef):
-        return False
-    for deco in node.decorator_list:
-        target = deco.func if isinstance(deco, ast.Call) else deco
-        if isinstance(target, ast.Attribute) and target.attr == "jit" and \
-                isinstance(target.value, ast.Name) and target.value.id == "triton":
-            return True
-    return False
-
-
-def format_problem(code: str, candidate_format: str) -> str:
-    """Why ``code`` (a parsed ModelNew file) is not a candidate of this format ("" when it is)."""
-    if candidate_format != "triton":
-        return ""
-    tree = ast.parse(code)
-    if not any(_is_triton_kernel(node) for node in ast.walk(tree)):
-        return "the triton format needs at least one @triton.jit kernel that ModelNew.forward launches"
-    return ""

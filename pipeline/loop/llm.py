@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import json
 import logging
-import re
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -29,7 +28,8 @@ from pydantic import BaseModel, Field
 from kernelskill.config import LLMSettings
 from kernelskill.errors import KernelskillError
 from kernelskill.pipeline.runs import EVENTS, EventLog, Paused
-from kernelskill.pipeline.runs.bounds import loads_json, text_problem
+from kernelskill.pipeline.runs.answers import parse_json_answer
+from kernelskill.pipeline.runs.bounds import text_problem
 from kernelskill.pipeline.runs.exchange import Exchange, Request
 from kernelskill.pipeline.runs.redact import redact, register
 
@@ -410,72 +410,3 @@ def _retry_after(exc: Exception) -> float | None:
         return None
 
 
-_FENCE = re.compile(r"```(?:json)?\s*\n(.*?)```", re.S)
-
-
-def parse_json_answer(text: str, schema: dict[str, Any]) -> tuple[dict[str, Any] | None, str]:
-    """(value, "") when ``text`` holds a JSON object valid under ``schema``, else (None, reason)."""
-    problem = text_problem(text)
-    if problem:
-        return None, problem
-    candidates = [m.group(1) for m in _FENCE.finditer(text)]
-    start, end = text.find("{"), text.rfind("}")
-    if start != -1 and end > start:
-        candidates.append(text[start:end + 1])
-    if not candidates:
-        return None, "no JSON object found"
-    reason = "no JSON object found"
-    for chunk in candidates:
-        value, problem = loads_json(chunk)
-        if problem:
-            reason = problem
-            continue
-        if not isinstance(value, dict):
-            reason = "the JSON is not an object"
-            continue
-        errors = validate_schema(value, schema)
-        if not errors:
-            return value, ""
-        reason = "; ".join(errors[:3])
-    return None, reason
-
-
-_TYPES: dict[str, tuple[type, ...]] = {"object": (dict,), "array": (list,), "string": (str,),
-                                       "integer": (int,), "number": (int, float), "boolean": (bool,),
-                                       "null": (type(None),)}
-
-
-def validate_schema(value: Any, schema: dict[str, Any], path: str = "$") -> list[str]:
-    """The subset of JSON Schema the roles use: type, enum, required, properties,
-    additionalProperties, items, minLength, minimum, maximum."""
-    errors: list[str] = []
-    expected = schema.get("type")
-    if expected:
-        names = expected if isinstance(expected, list) else [expected]
-        ok = any(isinstance(value, _TYPES[n]) and not (n in ("integer", "number") and isinstance(value, bool))
-                 for n in names)
-        if not ok:
-            return [f"{path}: expected {'/'.join(names)}, got {type(value).__name__}"]
-    if "enum" in schema and value not in schema["enum"]:
-        errors.append(f"{path}: {value!r} is not one of {schema['enum']}")
-    if isinstance(value, str) and len(value) < schema.get("minLength", 0):
-        errors.append(f"{path}: shorter than {schema['minLength']} characters")
-    if isinstance(value, int | float) and not isinstance(value, bool):
-        if "minimum" in schema and value < schema["minimum"]:
-            errors.append(f"{path}: {value} < {schema['minimum']}")
-        if "maximum" in schema and value > schema["maximum"]:
-            errors.append(f"{path}: {value} > {schema['maximum']}")
-    if isinstance(value, dict):
-        props = schema.get("properties", {})
-        for key in schema.get("required", []):
-            if key not in value:
-                errors.append(f"{path}: missing required field {key!r}")
-        for key, sub in value.items():
-            if key in props:
-                errors.extend(validate_schema(sub, props[key], f"{path}.{key}"))
-            elif schema.get("additionalProperties") is False:
-                errors.append(f"{path}: unexpected field {key!r}")
-    if isinstance(value, list) and "items" in schema:
-        for i, item in enumerate(value):
-            errors.extend(validate_schema(item, schema["items"], f"{path}[{i}]"))
-    return errors

@@ -8,7 +8,8 @@ from typing import Any
 
 from pydantic import BaseModel
 
-from kernelskill.pipeline.loop.agents import PLAN_SCHEMA, Agents, PlanDecision, json_expects, plans_problem
+from kernelskill.pipeline.loop.agents import PLAN_SCHEMA, Agents, PlanDecision, json_expects
+from kernelskill.pipeline.runs.answers import plans_problem
 
 
 def plans_schema() -> dict[str, Any]:

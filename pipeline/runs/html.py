@@ -175,22 +175,35 @@ def _cell(value: Any, digits: int) -> str:
 
 
 def table_html(columns: Sequence[str], rows: Sequence[Sequence[Any]], *, table_id: str = "table",
-               caption: str | None = None, digits: int = 3, row_classes: Sequence[str] = ()) -> str:
-    """A sortable table; a cell shows its value formatted and keeps the raw value in ``data-value``."""
+               caption: str | None = None, digits: int = 3, row_classes: Sequence[str] = (),
+               detail: str | None = None) -> str:
+    """A sortable table; a cell shows its value formatted and keeps the raw value in ``data-value``.
+
+    ``detail`` names a column of prose (a reviewer's verdict): it is not squeezed into a column of its own but
+    shown under its row across the whole table width (a row ``tr.detail``; sorting keeps it with its row)."""
+    shown = [c for c in columns if c != detail]
     out = [f'<div class="scroll"><table id="{esc(table_id)}" class="data">']
     if caption:
         out.append(f"<caption>{esc(caption)}</caption>")
-    out.append("<thead><tr>" + "".join(f'<th data-col="{esc(c)}">{esc(c)}</th>' for c in columns) + "</tr></thead>")
+    out.append("<thead><tr>" + "".join(f'<th data-col="{esc(c)}">{esc(c)}</th>' for c in shown) + "</tr></thead>")
     out.append("<tbody>")
     for i, row in enumerate(rows):
-        cls = f' class="{esc(row_classes[i])}"' if i < len(row_classes) and row_classes[i] else ""
+        classes = [row_classes[i]] if i < len(row_classes) and row_classes[i] else []
+        values = dict(zip(columns, row, strict=True))
+        prose = values.get(detail) if detail else None
         cells = []
-        for col, value in zip(columns, row, strict=True):
+        for col in shown:
+            value = values[col]
             raw = "" if value is None else (json.dumps(value) if not isinstance(value, str) else value)
             num = " num" if isinstance(value, int | float) and not isinstance(value, bool) else ""
             cells.append(f'<td class="c{num}" data-col="{esc(col)}" data-value="{esc(raw)}">'
                          f"{esc(_cell(value, digits))}</td>")
-        out.append(f"<tr{cls}>" + "".join(cells) + "</tr>")
+        cls = " ".join(classes + (["has-detail"] if prose else []))
+        out.append(f"<tr{f' class={chr(34)}{esc(cls)}{chr(34)}' if cls else ''}>" + "".join(cells) + "</tr>")
+        if prose:
+            out.append(f'<tr class="{esc(" ".join([*classes, "detail"]))}"><td colspan="{len(shown)}" '
+                       f'data-col="{esc(detail)}" data-value="{esc(prose)}"><span class="detail-label">'
+                       f"{esc(detail)}:</span> {esc(prose)}</td></tr>")
     out.append("</tbody></table></div>")
     return "\n".join(out)
 
@@ -219,6 +232,9 @@ table.data th,table.data td{border-bottom:1px solid #e5e7eb;padding:4px 8px;text
 table.data th{cursor:pointer;background:#f9fafb;position:sticky;top:0}
 table.data td.num{text-align:right}table.data tr.failed td{color:#991b1b}
 table.data tr.accepted td:first-child{border-left:3px solid #16a34a}
+table.data tr.has-detail td{border-bottom:none}
+table.data tr.detail td{max-width:none;padding:0 8px 8px 24px;color:#374151;font-size:13px}
+table.data tr.detail .detail-label{color:#6b7280}
 svg.plot{max-width:100%;height:auto;background:#fff}
 svg .grid{stroke:#eef0f3}svg .frame{fill:none;stroke:#9ca3af}svg .tick,svg .legend{font-size:11px;fill:#4b5563}
 svg .axis-label{font-size:12px;fill:#111827}svg .plot-title{font-size:14px;font-weight:600;fill:#111827}
@@ -230,7 +246,12 @@ JS = """
 document.querySelectorAll('table.data').forEach(function (table) {
   table.querySelectorAll('th').forEach(function (th, col) {
     th.addEventListener('click', function () {
-      var body = table.tBodies[0], rows = Array.prototype.slice.call(body.rows);
+      var body = table.tBodies[0];
+      var rows = Array.prototype.filter.call(body.rows, function (r) { return !r.classList.contains('detail'); });
+      rows.forEach(function (r) {  // a row's prose line (tr.detail) moves with it
+        var next = r.nextElementSibling;
+        r.detailRow = next && next.classList.contains('detail') ? next : null;
+      });
       var asc = th.getAttribute('data-sort') !== 'asc';
       table.querySelectorAll('th').forEach(function (h) { h.removeAttribute('data-sort'); });
       th.setAttribute('data-sort', asc ? 'asc' : 'desc');
@@ -240,7 +261,7 @@ document.querySelectorAll('table.data').forEach(function (table) {
         if (!isNaN(nx) && !isNaN(ny)) { r = nx - ny; } else { r = String(x).localeCompare(String(y)); }
         return asc ? r : -r;
       });
-      rows.forEach(function (row) { body.appendChild(row); });
+      rows.forEach(function (row) { body.appendChild(row); if (row.detailRow) { body.appendChild(row.detailRow); } });
     });
   });
 });

@@ -247,7 +247,7 @@ def html_report(run: Run, data: dict[str, Any] | None = None) -> str:
     optional = {"compile_ms", "build_s", "verified_speedup"}  # shown when some candidate has one
     fields = [(c, k) for c, k in fields if k not in optional or any(r[k] is not None for r in rows)]
     table = page.table_html([c for c, _ in fields], [[r[k] for _, k in fields] for r in rows],
-                            table_id="candidates", digits=4,
+                            table_id="candidates", digits=4, detail="review",
                             row_classes=["accepted" if r["accepted"] else "failed" if r["speedup"] is None else ""
                                          for r in rows])
     sections = [page.section("Summary", page.summary_html(facts), section_id="summary"),
