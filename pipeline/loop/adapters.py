@@ -173,9 +173,18 @@ def eval_view(raw: dict[str, Any]) -> dict[str, Any]:
             "speedup": float(speed) if isinstance(speed, int | float) and correct else None,
             "candidate_ms": raw.get("candidate_ms"), "baseline_ms": raw.get("baseline_ms"),
             "candidate_iqr_ms": raw.get("candidate_iqr_ms"), "baseline_iqr_ms": raw.get("baseline_iqr_ms"),
+            "speedup_ci": _interval(raw.get("speedup_ci")) if correct else None,
             "message": str(raw.get("message") or "")[:2000], "build_log": str(raw.get("build_log") or "")[-4000:],
             "stage": stage, "stage_timings": stage_timings(details),
             "harness_failure": status in HARNESS_LIMITS and stage in HARNESS_STAGES}
+
+
+def _interval(value: Any) -> list[float] | None:
+    """The harness's ``speedup_ci`` ([lo, hi], the 95 % interval of the speedup over eager) when well formed."""
+    if isinstance(value, list | tuple) and len(value) == 2 and all(
+            isinstance(v, int | float) and not isinstance(v, bool) for v in value):
+        return [float(value[0]), float(value[1])]
+    return None
 
 
 def query_view(raw: dict[str, Any]) -> dict[str, Any]:

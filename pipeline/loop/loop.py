@@ -30,7 +30,14 @@ from kernelskill.errors import KernelskillError
 from kernelskill.pipeline.loop.adapters import LoopEvaluator, Retriever, eval_view, query_view
 from kernelskill.pipeline.loop.agents import Agents, PlanDecision
 from kernelskill.pipeline.loop.llm import LLMClient
-from kernelskill.pipeline.loop.memory import HARNESS_FAILURE, Attempt, Memory, Repair, diff_summary
+from kernelskill.pipeline.loop.memory import (
+    HARNESS_FAILURE,
+    Attempt,
+    Memory,
+    Repair,
+    diff_summary,
+    unified_diff,
+)
 from kernelskill.pipeline.loop.search import Candidate, Search, failed_reverification, search_enabled
 from kernelskill.pipeline.runs import SIDE, Paused, Run, gpu_request, markdown_report, run_gpu_step
 from kernelskill.pipeline.runs.report import spend
@@ -331,12 +338,16 @@ class Loop:
                 "stage_timings": result["stage_timings"], "message": result["message"]})
         self._phase("review")
         parent_view = None
+        diff = ""
         if self.parent is not None:
             parent_view = {"step": self.parent.step, "result": self.parent.result}
+            diff = unified_diff(self.run.read(self.parent.path), answer.code, before_name=self.parent.path,
+                                after_name=rel)
         decision = self.agents.review(step=f"r{r:02d}.review", round_=r, task_source=self.task_source,
                                       candidate={"step": step, "branch": cand.branch, "method": cand.method},
-                                      result=result, parent=parent_view, memory=self.memory.view())
+                                      result=result, parent=parent_view, memory=self.memory.view(), diff=diff)
         cand.accepted = decision.accept
+        cand.rejected_by_review = decision.by == "reviewer" and not decision.accept
         attempt = Attempt(round=r, step=step, candidate=rel, parent=cand.parent, branch=cand.branch,
                           derived_from=repairs or cand.parent, method=cand.method, plan=meta.get("plan"),
                           diff_summary=diff_summary(base_source, answer.code), result_class=result_class,
@@ -346,6 +357,7 @@ class Loop:
         if decision.accept and not failed_reverification(self.run, cand.step):
             self.parent = self._choose_parent(cand)
         self._note("attempt", f"r{r:02d}", {**attempt.model_dump(), "review_by": decision.by,
+                                             "speed_decision": decision.speed.model_dump() if decision.speed else None,
                                              "asks": answer.asks, "parent_after": self.parent.path if self.parent else None})
         return cand
 
@@ -359,13 +371,20 @@ class Loop:
         return max(pool, key=lambda c: (c.result.get("speedup") or 0.0, c.round))
 
     # the end -----------------------------------------------------------------------------------------
+    def final_candidates(self) -> list[Candidate]:
+        """Who may be the run's final pick, fastest first: every correct candidate (accepted as a parent or not:
+        a gain within noise of its parent is still a correct kernel at its measured speed), except those the
+        code review rejected as suspect; earlier round, then step, on a tie."""
+        pool = [c for c in self.candidates.values() if c.result.get("correct") and not c.rejected_by_review]
+        return sorted(pool, key=lambda c: (-(c.result.get("speedup") or 0.0), c.round, c.step))
+
     def _finish(self) -> LoopResult:
+        """The final pick: the fastest candidate whose re-verification on a fresh seed passed (up to
+        ``verify_candidates`` of the fastest are tried, in order)."""
         self._phase("verify")
-        ranked = sorted((c for c in self.candidates.values() if c.accepted),
-                        key=lambda c: (-(c.result.get("speedup") or 0.0), c.round))
         best: Candidate | None = None
         verified: dict[str, Any] | None = None
-        for cand in ranked[: max(1, self.options.verify_candidates)]:
+        for cand in self.final_candidates()[: max(1, self.options.verify_candidates)]:
             data = self._gpu(gpu_request("eval", f"verify.{cand.step}", cand.path, seed=self.options.verify_seed))
             verified = eval_view(data["result"])
             if verified["correct"]:
@@ -379,6 +398,8 @@ class Loop:
         if best is not None and verified is not None:
             summary = {"candidate": best.path, "step": best.step, "round": best.round, "method": best.method,
                        "speedup": best.result.get("speedup"), "verified_speedup": verified.get("speedup"),
+                       "verified_speedup_ci": verified.get("speedup_ci"), "verify_step": f"verify.{best.step}",
+                       "accepted": best.accepted,
                        "candidate_ms": best.result.get("candidate_ms"), "baseline_ms": best.result.get("baseline_ms")}
             header = (f"# kernelskill run {self.run.id}: best candidate {best.step} "
                       f"(speedup {best.result.get('speedup')}x, re-verified {verified.get('speedup')}x on seed "

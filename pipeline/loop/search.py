@@ -29,7 +29,7 @@ from pydantic import BaseModel, Field
 
 from kernelskill.pipeline.loop.adapters import eval_view
 from kernelskill.pipeline.loop.agents import CodeAnswer, PlanDecision
-from kernelskill.pipeline.loop.memory import HARNESS_FAILURE, Attempt, Repair, diff_summary
+from kernelskill.pipeline.loop.memory import HARNESS_FAILURE, Attempt, Repair, diff_summary, unified_diff
 from kernelskill.pipeline.loop.planning import plan_many
 from kernelskill.pipeline.runs import Paused, gpu_request, run_gpu_step
 from kernelskill.pipeline.runs.gpu_side import PendingStep
@@ -53,6 +53,7 @@ class Candidate(BaseModel):
     method: str | None = None
     result: dict[str, Any] = Field(default_factory=dict)
     accepted: bool = False
+    rejected_by_review: bool = False  # the code review suspected a cheat: never a parent, never the final pick
 
 
 def failed_reverification(run: Any, step: str) -> bool:
@@ -316,9 +317,11 @@ class Search:
             assert s.candidate is not None
             parent = loop._by_path(s.parent)
             parent_view = {"step": parent.step, "result": parent.result} if parent is not None else None
+            diff = (unified_diff(loop.run.read(parent.path), s.answer.code if s.answer else None,
+                                 before_name=parent.path, after_name=s.candidate.path) if parent is not None else "")
             return loop.agents.review(step=f"r{r:02d}.review.{s.tag}", round_=r, task_source=loop.task_source,
                                       candidate={"step": s.step, "branch": s.branch, "method": s.method},
-                                      result=s.candidate.result, parent=parent_view, memory=memory)
+                                      result=s.candidate.result, parent=parent_view, memory=memory, diff=diff)
 
         decisions = self.collect([lambda s=s: review(s) for s in with_code], llm=True)
         for s, decision in zip(with_code, decisions, strict=True):
@@ -327,6 +330,7 @@ class Search:
             result = cand.result
             result_class = HARNESS_FAILURE if result["harness_failure"] else result["status"]
             cand.accepted = decision.accept
+            cand.rejected_by_review = decision.by == "reviewer" and not decision.accept
             self._repair_outcome(s, result_class)
             attempt = Attempt(round=r, step=s.step, candidate=cand.path, parent=cand.parent, branch=cand.branch,
                               derived_from=s.repairs or cand.parent, method=cand.method, plan=s.plan,
@@ -337,6 +341,7 @@ class Search:
             front = self.frontier()
             loop.parent = front[0] if front else loop.parent
             loop._note("attempt", s.step, {**attempt.model_dump(), "review_by": decision.by, "asks": s.answer.asks,
+                                           "speed_decision": decision.speed.model_dump() if decision.speed else None,
                                            "parent_after": loop.parent.path if loop.parent else None,
                                            "frontier_after": [c.path for c in front]})
         return [s.candidate for s in slots]
