@@ -137,6 +137,14 @@ class StandInRetriever:
                 "forbidden": [{"id": "tensor_core_mma", "reason": "no matrix product"}], "profile": None}
 
 
+    def profile_numbers(self, profile: Path) -> dict[str, Any]:
+        """The real reading of a profile's counters (``retrieval.profile``: no KB involved)."""
+        from kernelskill.pipeline.loop.adapters import profile_numbers
+
+        self.calls.append(f"numbers:{profile.name}")
+        return profile_numbers(profile)
+
+
 def retriever() -> Any:
     """The stand-in retriever: these tests exercise the loop, not the query (which has its own tests; the
     real query inside the loop is covered by ``test_loop.py``'s KBRetriever test)."""

@@ -14,6 +14,7 @@ from kernelskill.pipeline.loop.examples import worked_example
 from kernelskill.pipeline.loop.learning import learned_for
 from kernelskill.pipeline.runs.gpu_pool import GPUJob, GPUPool, HarnessBackend
 from kernelskill.retrieval.api import query
+from kernelskill.retrieval.profile import load_profile
 
 log = logging.getLogger(__name__)
 
@@ -35,6 +36,11 @@ class Retriever(Protocol):
 
     def query(self, kernel: Path, *, task: Path, profile: Path | None, protocol: str | None = None
               ) -> dict[str, Any]: ...
+
+    def profile_numbers(self, profile: Path) -> dict[str, Any]:
+        """The ``--knowledge profile`` arm's view of a profile: per kernel its measured counters, normalised, and
+        nothing the KB adds (no tier, bottleneck, case or method); :func:`profile_numbers`."""
+        ...
 
 
 class HarnessEvaluator:
@@ -118,6 +124,9 @@ class KBRetriever:
         self._attach_learned(raw, kernel)
         return raw
 
+    def profile_numbers(self, profile: Path) -> dict[str, Any]:
+        return profile_numbers(profile)
+
     def _attach_learned(self, raw: dict[str, Any], kernel: Path) -> None:
         """Each permitted method's learned evidence on similar kernels (``learned``), when runs taught any."""
         settings = self.settings if self.settings is not None else load_settings()
@@ -129,6 +138,23 @@ class KBRetriever:
         for method in raw.get("permitted") or []:
             if found.get(method.get("id")):
                 method["learned"] = found[method["id"]]
+
+
+def profile_numbers(profile: Path) -> dict[str, Any]:
+    """A profile's measurements alone, for the ``--knowledge profile`` arm: each kernel (longest first) with its
+    launches, total duration, share of the profiled time, grid and block, and its normalised counters
+    (``retrieval.profile``'s field map: units fixed, launches averaged). No derived field, tier, bottleneck,
+    case or method: what the counters say, without what the knowledge base reads into them."""
+    prof = load_profile(profile)
+    total = sum(k.total_duration_ns or 0.0 for k in prof.kernels)
+    kernels = []
+    for k in sorted(prof.kernels, key=lambda k: -(k.total_duration_ns or 0.0)):
+        kernels.append({"name": k.base_name, "vendor": k.vendor, "launches": k.launches,
+                        "duration_ns": k.total_duration_ns,
+                        "share_pct": round(100.0 * (k.total_duration_ns or 0.0) / total, 1) if total else None,
+                        "grid": k.grid_size, "block": k.block_size,
+                        "fields": {f: v for f, v in sorted(k.fields.items()) if isinstance(v, int | float)}})
+    return {"kernels": kernels, "launches": prof.launches}
 
 
 # Normalised views of what the seams return ---------------------------------------------------------

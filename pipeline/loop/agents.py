@@ -29,6 +29,8 @@ from kernelskill.protocols import FP64_ERROR_FACTOR, FP64_ERROR_FLOOR
 
 PROMPTS_DIR = Path(__file__).resolve().parents[2] / "prompts"
 ROLES = ("generator", "reviewer", "diagnoser", "repairer", "planner", "optimizer")
+#: the ablation arms: the planner names any technique and sees no KB content (``profile``: the measured counters)
+FREE_ARMS = ("none", "profile")
 
 _FENCE = re.compile(r"^[ \t]*```[ \t]*([A-Za-z0-9_+.-]*)[^\n]*\n(.*?)(?:^[ \t]*```[ \t]*$|\Z)", re.S | re.M)
 _MODELNEW = re.compile(r"^\s*class\s+ModelNew\b", re.M)
@@ -228,7 +230,7 @@ class Agents:
         self.llm = llm  # None: only render prompts (``kernelskill prompts render``)
         self.gpu = gpu or {"name": "NVIDIA H200", "arch": "sm_90", "notes": ""}
         self.candidate_format = candidate_format
-        self.knowledge = knowledge  # kb | none (the ablation: the planner chooses freely)
+        self.knowledge = knowledge  # kb | none | profile (the ablations: the planner chooses freely)
 
     # the exact messages of each step (the loop sends them; ``prompts render`` prints them) ------------
     def _messages(self, role: str, template: str | None = None, **context: Any) -> list[dict[str, str]]:
@@ -241,10 +243,13 @@ class Agents:
                       paid: dict[str, str] | None = None) -> list[dict[str, str]]:
         """``plans_wanted`` > 1: the search's ask for several plans at once (``partials/plans.j2``), with the
         methods that ``paid`` on another candidate of the search."""
-        if self.knowledge == "none":  # no diagnosis, methods or evidence: only the code, the GPU and the memory
+        if self.knowledge in FREE_ARMS:  # no diagnosis, methods or evidence: the code, the GPU, the memory (and the
+            # profile arm: the parent's measured counters)
             return self._messages("planner", "planner_free.j2", task_source=task_source, kernel_source=kernel_source,
                                   parent_speedup=parent_speedup, filtered=filtered, memory=memory,
-                                  rejection=rejection, plans_wanted=plans_wanted, paid=paid or {}, permitted=[])
+                                  rejection=rejection, plans_wanted=plans_wanted, paid=paid or {}, permitted=[],
+                                  profile=query.get("profile_numbers") if self.knowledge == "profile" else None,
+                                  profile_error=query.get("profile_error") if self.knowledge == "profile" else None)
         evidence = sorted((m for m in permitted if (m.get("measured") or {}).get("speedup")),
                           key=lambda m: (-((m.get("example") or {}).get("similarity") or 0.0), m["id"]))
         return self._messages("planner", task_source=task_source, kernel_source=kernel_source,
@@ -316,7 +321,7 @@ class Agents:
              memory: dict[str, Any], reasks: int = 1) -> PlanDecision:
         """The planner must name a permitted method: re-asked ``reasks`` times with the reason,
         then the top permitted method is used and that is recorded (``fallback``)."""
-        free = self.knowledge == "none"  # the ablation: any technique, checked for the answer's shape only
+        free = self.knowledge in FREE_ARMS  # the ablations: any technique, checked for the answer's shape only
         ids = [m["id"] for m in permitted]
         rejection = ""
         rejections: list[str] = []

@@ -28,7 +28,7 @@ from pydantic import BaseModel, Field
 from kernelskill.config import LoopSettings
 from kernelskill.errors import KernelskillError
 from kernelskill.pipeline.loop.adapters import LoopEvaluator, Retriever, eval_view, query_view
-from kernelskill.pipeline.loop.agents import Agents, PlanDecision
+from kernelskill.pipeline.loop.agents import FREE_ARMS, Agents, PlanDecision
 from kernelskill.pipeline.loop.llm import LLMClient
 from kernelskill.pipeline.loop.memory import (
     HARNESS_FAILURE,
@@ -251,8 +251,27 @@ class Loop:
         data = self._recorded("kb", "query", f"query.{name}", do_query)
         return query_view(data["result"]) | {"error": data.get("error")}
 
+    def _profile_numbers(self, parent: Candidate) -> dict[str, Any]:
+        """The ``profile`` arm: the parent profiled (the same gpu step as the KB arm's) and its counters read
+        without the KB (``kb`` side step ``numbers.<step>``, so a split run records it where the query runs)."""
+        self._phase("profile")
+        prof = self._gpu(gpu_request("profile", f"profile.{parent.step}", parent.path))
+
+        def read() -> dict[str, Any]:
+            if not prof.get("csv"):
+                return {"candidate": parent.path, "numbers": None,
+                        "error": str(prof.get("message") or "no profile was captured")}
+            try:
+                numbers = self.retriever.profile_numbers(self.run.path / prof["csv"])
+            except KernelskillError as exc:  # a profile that does not read is a fact about this parent
+                log.warning("profile of %s: %s", parent.path, exc)
+                return {"candidate": parent.path, "numbers": None, "error": str(exc)}
+            return {"candidate": parent.path, "numbers": numbers}
+
+        return self._recorded("kb", "profile_numbers", f"numbers.{parent.step}", read)
+
     def _optimize(self, r: int, parent: Candidate) -> tuple[str, Any, dict[str, Any]] | str:
-        if self.options.knowledge == "none":
+        if self.options.knowledge in FREE_ARMS:
             return self._optimize_free(r, parent)
         query = self._profile_and_query(parent)
         grand = self._by_path(parent.parent)
@@ -287,17 +306,20 @@ class Loop:
                                               "plan": plan.plan, "base_source": source}
 
     def _optimize_free(self, r: int, parent: Candidate) -> tuple[str, Any, dict[str, Any]]:
-        """The ablation arm (``knowledge: none``): no profile, no query; the planner names any technique
-        (its answer is checked for shape only) and the writer gets the plan without KB guidance."""
+        """The ablation arms (``knowledge: none`` and ``profile``): no query; the planner names any technique
+        (its answer is checked for shape only) and the writer gets the plan without KB guidance. The ``profile``
+        arm profiles the parent and shows the planner its counters (no KB content)."""
+        numbers = self._profile_numbers(parent) if self.options.knowledge == "profile" else None
         self._phase("plan")
         source = self.run.read(parent.path)
         failed = self.memory.failed_methods(parent.path)
+        query = {"profile_numbers": numbers.get("numbers"), "profile_error": numbers.get("error")} if numbers else {}
         plan: PlanDecision = self.agents.plan(
             step=f"r{r:02d}.plan", round_=r, task_source=self.task_source, kernel_source=source,
-            parent_speedup=parent.result.get("speedup") or 0.0, query={}, permitted=[], filtered=failed,
+            parent_speedup=parent.result.get("speedup") or 0.0, query=query, permitted=[], filtered=failed,
             memory=self.memory.view(), reasks=self.options.reask_planner)
         self._note("plan", f"r{r:02d}.plan", {"parent": parent.path, "offered": [], "filtered": failed,
-                                              "knowledge": "none", **plan.model_dump()})
+                                              "knowledge": self.options.knowledge, **plan.model_dump()})
         self._phase("optimize")
         method = {"id": plan.method, "name": "", "guidance": ""}
         answer = self.agents.optimize(step=f"r{r:02d}.optimize", round_=r, task_source=self.task_source,

@@ -28,7 +28,7 @@ from typing import Any
 from pydantic import BaseModel, Field
 
 from kernelskill.pipeline.loop.adapters import eval_view
-from kernelskill.pipeline.loop.agents import CodeAnswer, PlanDecision
+from kernelskill.pipeline.loop.agents import FREE_ARMS, CodeAnswer, PlanDecision
 from kernelskill.pipeline.loop.memory import HARNESS_FAILURE, Attempt, Repair, diff_summary, unified_diff
 from kernelskill.pipeline.loop.planning import plan_many
 from kernelskill.pipeline.runs import Paused, gpu_request, run_gpu_step
@@ -218,8 +218,12 @@ class Search:
         loop = self.loop
         counts = spread(self.options.candidates_per_round, len(frontier))
         members = [(i, m, n) for i, (m, n) in enumerate(zip(frontier, counts, strict=True), start=1) if n]
-        if self.options.knowledge == "none":
-            queries: list[Any] = [{"permitted": [], "fields": {}} for _ in members]
+        if self.options.knowledge == "profile":  # the counters, no KB content
+            numbers = self.collect([lambda m=m: loop._profile_numbers(m) for _, m, _ in members])
+            queries: list[Any] = [{"permitted": [], "fields": {}, "profile_numbers": n.get("numbers"),
+                                   "profile_error": n.get("error")} for n in numbers]
+        elif self.options.knowledge == "none":
+            queries = [{"permitted": [], "fields": {}} for _ in members]
         else:
             queries = self.collect([lambda m=m: loop._profile_and_query(m) for _, m, _ in members])
         memory = loop.memory.view()
@@ -227,7 +231,7 @@ class Search:
 
         def plan(i: int, member: Candidate, n: int, query: dict[str, Any]) -> list[Slot]:
             step = f"r{r:02d}.plan.p{i}"
-            free = self.options.knowledge == "none"
+            free = self.options.knowledge in FREE_ARMS
             permitted = query.get("permitted") or []
             if not free and not permitted:
                 loop._note("no_permitted_method", step, {"parent": member.path, "query": query})
@@ -247,11 +251,13 @@ class Search:
             source = loop.run.read(member.path)
             plans = plan_many(loop.agents, step=step, round_=r, wanted=n, task_source=loop.task_source,
                               kernel_source=source, parent_speedup=member.result.get("speedup") or 0.0,
-                              query=query if not free else {}, permitted=offered, filtered=filtered, paid=paid,
+                              query=query if not free else {k: v for k, v in query.items()
+                                                             if k.startswith("profile_")}, permitted=offered, filtered=filtered, paid=paid,
                               memory=memory, reasks=self.options.reask_planner)
             loop._note("plan", step, {"parent": member.path, "offered": [m["id"] for m in offered],
                                       "filtered": filtered, "paid_elsewhere": paid, "wanted": n,
-                                      **({"knowledge": "none"} if free else {}), **plans.model_dump()})
+                                      **({"knowledge": self.options.knowledge} if free else {}),
+                                      **plans.model_dump()})
             by_id = {m["id"]: m for m in offered}
             return [Slot(step="", tag="", branch="optimize", parent=member.path, method=p.method, plan=p.plan,
                          decision=p, method_info=by_id.get(p.method), base_source=source) for p in plans.plans]
