@@ -41,7 +41,6 @@ def render_step(settings: Any, task: Path, *, step: str, candidate: Path | None 
         code_expects,
         default_gpu,
         json_expects,
-        messages_for,
     )
     from kernelskill.pipeline.loop.memory import Memory
     from kernelskill.pipeline.loop.planning import plans_schema
@@ -58,9 +57,10 @@ def render_step(settings: Any, task: Path, *, step: str, candidate: Path | None 
     agents = Agents(None, gpu, candidate_format=candidate_format, knowledge=knowledge)
     memory = Memory().view()
     kernel_source = candidate.read_text() if candidate is not None else ""
-    if step == "generate":
-        messages = messages_for("generator", gpu=gpu, candidate_format=candidate_format, task_source=task_source,
-                                memory=memory)
+    if step == "generate":  # the KB arm's seed carries the KB's advice for the task's operations
+        advice = ((retriever or KBRetriever(settings)).task_advice(task, protocol=settings.harness.protocol)
+                  .model_dump(mode="json") if knowledge == "kb" else None)
+        messages = agents.generate_messages(task_source=task_source, memory=memory, advice=advice)
         return {"step": step, "role": "generator", "messages": messages, "expects": code_expects(candidate_format)}
     if step == "diagnose":
         failure = eval_view(result or FAILURE_PLACEHOLDER)

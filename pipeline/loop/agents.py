@@ -297,8 +297,15 @@ class Agents:
                                  expects=json_expects(schema, method_in))
 
     # roles ------------------------------------------------------------------------------------
-    def generate(self, *, step: str, round_: int, task_source: str, memory: dict[str, Any]) -> CodeAnswer:
-        return self._code("generator", step, round_, task_source=task_source, memory=memory)
+    def generate_messages(self, *, task_source: str, memory: dict[str, Any],
+                          advice: dict[str, Any] | None = None) -> list[dict[str, str]]:
+        """The seed prompt; with the KB's ``advice`` for the task's operations (the KB arm) when given."""
+        return self._messages("generator", task_source=task_source, memory=memory, advice=advice)
+
+    def generate(self, *, step: str, round_: int, task_source: str, memory: dict[str, Any],
+                 advice: dict[str, Any] | None = None) -> CodeAnswer:
+        return self._code("generator", step, round_, self.generate_messages(task_source=task_source, memory=memory,
+                                                                            advice=advice))
 
     def diagnose(self, *, step: str, round_: int, task_source: str, kernel_source: str,
                  failure: dict[str, Any], memory: dict[str, Any]) -> Diagnosis:

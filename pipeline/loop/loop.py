@@ -207,10 +207,35 @@ class Loop:
         return self._finish()
 
     # branches ------------------------------------------------------------------------------------
+    def seed_advice(self, step: str) -> dict[str, Any] | None:
+        """The KB's advice for the task's operations, for a generator step (the KB arm only; the ablation arms'
+        seed prompt carries none). Asked once per run and recorded (``advice.task``, a kb step); a run recorded
+        before the advice existed keeps its seed prompt as it was (its generator answer is in the log)."""
+        if self.options.knowledge != "kb":
+            return None
+        if self.run.log.find("advice.task", "task_advice") is None and \
+                self.run.log.find(f"{step}.1", "llm_call") is not None:
+            return None
+
+        def fetch() -> dict[str, Any]:
+            ask = getattr(self.retriever, "task_advice", None)
+            if ask is None:
+                return {"advice": None, "error": "the retriever offers no task advice"}
+            try:
+                advice = ask(self.run.task_path, protocol=self.run.protocol)
+            except KernelskillError as exc:  # a broken KB stops the query steps later; the seed goes on without
+                log.warning("task advice: %s", exc)
+                return {"advice": None, "error": str(exc)}
+            return {"advice": advice.model_dump(mode="json") if hasattr(advice, "model_dump") else dict(advice)}
+
+        return self._recorded("kb", "task_advice", "advice.task", fetch).get("advice")
+
     def _generate(self, r: int) -> tuple[str, Any, dict[str, Any]]:
         step = f"r{r:02d}.generate"
         self._phase("generate")
-        answer = self.agents.generate(step=step, round_=r, task_source=self.task_source, memory=self.memory.view())
+        advice = self.seed_advice(step)
+        answer = self.agents.generate(step=step, round_=r, task_source=self.task_source, memory=self.memory.view(),
+                                      advice=advice)
         return step, answer, {"branch": "generate", "parent": None}
 
     def _repair(self, r: int, target: Candidate) -> tuple[str, Any, dict[str, Any]]:

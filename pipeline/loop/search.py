@@ -274,11 +274,12 @@ class Search:
         loop = self.loop
         memory = loop.memory.view()
         loop._phase(branch)
+        advice = loop.seed_advice(slots[0].step) if branch == "generate" and slots else None
 
         def one(s: Slot) -> None:
             if s.branch == "generate":
                 s.answer = loop.agents.generate(step=s.step, round_=loop._round, task_source=loop.task_source,
-                                                memory=memory)
+                                                memory=memory, advice=advice)
                 return
             method = s.method_info or {"id": s.method, "name": "", "guidance": ""}
             assert s.decision is not None
