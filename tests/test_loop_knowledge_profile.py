@@ -88,3 +88,21 @@ def test_profile_arm_without_a_capture_says_so(tmp_path: Path) -> None:
     text = next(e for e in run.log.of_type("llm_call") if e["step"] == "r01.plan.1")["data"]["messages"][-1]["content"]
     assert "## The parent's profile\nNot available: scripted: no ncu on this machine" in text
     assert json.loads((run.path / "run.json").read_text())["options"]["knowledge"] == "profile"
+
+
+def test_the_suite_driver_serves_the_profile_arm_and_the_seed_advice(tmp_path: Path) -> None:
+    """A suite (``bench run --knowledge profile``) hands its runs the driver's one-at-a-time retriever: it
+    passes the profile arm's counters (and the KB arm's seed advice) through to the real ones."""
+    from kernelskill.pipeline.bench.driver import SerialRetriever
+
+    task = tmp_path / "relu2.py"
+    task.write_text(TASK)
+    options = LoopOptions(rounds=1, knowledge="profile", max_repairs=0)
+    run = RunStore(tmp_path / "runs").create(task, {"model": "test-model",
+                                                    "options": options.model_dump(exclude={"stop_before"})})
+    inner = StandInRetriever()
+    with ScriptedOpenAI(SCRIPT) as server:
+        result = Loop(run, LLMClient.from_settings(llm_settings(server.base_url)), ProfilingEvaluator(),
+                      SerialRetriever(inner), options).execute()
+    assert result.status == "finished" and inner.calls == ["numbers:profile.r00.generate.csv"]
+    assert hasattr(SerialRetriever(inner), "task_advice")

@@ -27,7 +27,13 @@ from pydantic import BaseModel, Field
 
 from kernelskill.config import LoopSettings
 from kernelskill.errors import KernelskillError
-from kernelskill.pipeline.loop.adapters import LoopEvaluator, Retriever, eval_view, query_view
+from kernelskill.pipeline.loop.adapters import (
+    LoopEvaluator,
+    Retriever,
+    eval_view,
+    profile_numbers,
+    query_view,
+)
 from kernelskill.pipeline.loop.agents import FREE_ARMS, Agents, PlanDecision
 from kernelskill.pipeline.loop.llm import LLMClient
 from kernelskill.pipeline.loop.memory import (
@@ -226,6 +232,8 @@ class Loop:
             except KernelskillError as exc:  # a broken KB stops the query steps later; the seed goes on without
                 log.warning("task advice: %s", exc)
                 return {"advice": None, "error": str(exc)}
+            if advice is None:
+                return {"advice": None, "error": "the retriever offers no task advice"}
             return {"advice": advice.model_dump(mode="json") if hasattr(advice, "model_dump") else dict(advice)}
 
         return self._recorded("kb", "task_advice", "advice.task", fetch).get("advice")
@@ -286,8 +294,9 @@ class Loop:
             if not prof.get("csv"):
                 return {"candidate": parent.path, "numbers": None,
                         "error": str(prof.get("message") or "no profile was captured")}
+            read_numbers = getattr(self.retriever, "profile_numbers", None) or profile_numbers  # a plugin may lack it
             try:
-                numbers = self.retriever.profile_numbers(self.run.path / prof["csv"])
+                numbers = read_numbers(self.run.path / prof["csv"])
             except KernelskillError as exc:  # a profile that does not read is a fact about this parent
                 log.warning("profile of %s: %s", parent.path, exc)
                 return {"candidate": parent.path, "numbers": None, "error": str(exc)}
