@@ -181,3 +181,31 @@ def test_the_final_pick_skips_a_candidate_whose_reverification_fails(tmp_path: P
     assert verifies == ["verify.r02.optimize", "verify.r01.optimize"]
     assert result.best["candidate"] == "candidates/r01.optimize.py"
     assert final_pick(run)["speedup"] == pytest.approx(2.00 * VERIFY_FACTOR)
+
+
+def test_a_suspect_candidate_is_no_frontier_member_of_a_search(tmp_path: Path) -> None:
+    """K = 2 from a frontier of 2: the round's fastest candidate is rejected by the code review; the frontier
+    after the round and the final pick are the honest ones."""
+    def plans(*items: tuple[str, str]) -> str:
+        return json.dumps({"plans": [{"method": m, "rationale": "r", "plan": p} for m, p in items]})
+
+    script = {
+        "r00.generate.1": [fenced(candidate(1.00, 0.98, 1.02, "seed"))],
+        "r01.plan.p1.1": [plans(("coalesced_access", "coalesce"), ("vectorized_access_16b", "float4"))],
+        "r01.optimize.k1.1": [fenced(candidate(3.00, 2.90, 3.10, "cache"))],
+        "r01.optimize.k2.1": [fenced(candidate(1.50, 1.45, 1.55, "vec"))],
+        "r01.review.k1.1": [json.dumps({"accept": False, "reason": "replays the first call's output"})],
+        "r01.review.k2.1": [review(True)],
+    }
+    task = tmp_path / "relu2.py"
+    task.write_text(TASK)
+    options = LoopOptions(rounds=1, candidates_per_round=2, frontier=2, max_repairs=0)
+    run = RunStore(tmp_path / "runs").create(task, {"model": "test-model", "options": options.model_dump()})
+    with ScriptedOpenAI(script) as server:
+        result = Loop(run, LLMClient.from_settings(llm_settings(server.base_url)), IntervalEvaluator(),
+                      StandInRetriever(), options).execute()
+        assert sorted(server.steps()) == sorted(script)
+    front = run.log.find("r01.round", "round")["data"]["frontier"]
+    assert [f["candidate"] for f in front] == ["candidates/r01.optimize.k2.py", "candidates/r00.generate.py"]
+    assert result.best["candidate"] == "candidates/r01.optimize.k2.py"
+    assert final_pick(run)["speedup"] == pytest.approx(1.50 * VERIFY_FACTOR)

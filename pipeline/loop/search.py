@@ -137,9 +137,10 @@ class Search:
         return out
 
     def frontier(self) -> list[Candidate]:
-        """The best F correct candidates (fastest first; earlier round, then step, on a tie)."""
-        pool = [c for c in self.loop.candidates.values()
-                if c.result.get("correct") and not failed_reverification(self.loop.run, c.step)]
+        """The best F correct candidates (fastest first; earlier round, then step, on a tie); a candidate the code
+        review rejected as suspect is none."""
+        pool = [c for c in self.loop.candidates.values() if c.result.get("correct") and not c.rejected_by_review
+                and not failed_reverification(self.loop.run, c.step)]
         pool.sort(key=lambda c: (-(c.result.get("speedup") or 0.0), c.round, c.step))
         return pool[: self.options.frontier]
 
