@@ -95,8 +95,9 @@ class LoopSettings(_Section):
     # (kernels compiled with nvcc -cubin and launched without a C++ extension; pipeline/harness/FASTPATH.md)
     candidate_format: Literal["load_inline", "fastpath", "triton"] = "load_inline"
     # kb: the planner chooses among the knowledge base's permitted methods; none (the ablation arm): no
-    # profile, no query, the planner gets no retrieved case, methods or evidence and chooses freely
-    knowledge: Literal["kb", "none"] = "kb"
+    # profile, no query, the planner gets no retrieved case, methods or evidence and chooses freely; profile
+    # (the third arm): as none, but the parent is profiled and the planner sees its measured counters
+    knowledge: Literal["kb", "none", "profile"] = "kb"
     # the search (pipeline/loop/search.py): candidates written and evaluated per round as one batch, the best
     # correct candidates each round expands, and in-round repairs of each broken candidate. 1, 1 (the default)
     # is the single-path loop; 4, 2 searches wider (docs/CONTRACTS.md, "Search")

@@ -33,6 +33,13 @@ DEFAULT_TOLERANCES: dict[str, tuple[float, float]] = {
     "bfloat16": (1e-2, 1e-2),
 }
 
+#: the float64 check of a fp32 task: the candidate's largest error against a float64 run of the reference,
+#: normalised by the largest magnitude of that output (max |out - ref64| / max |ref64|), may be at most
+#: ``max(FP64_ERROR_FACTOR * the fp32 reference's own such error, FP64_ERROR_FLOOR)``; beyond it the candidate
+#: computes in lower precision (rejected unless the protocol allows TF32, where it is a warning)
+FP64_ERROR_FACTOR = 32
+FP64_ERROR_FLOOR = 2e-5
+
 LIBRARY_POLICIES = ("forbid", "allow_gemm_conv")
 TORCH_OP_POLICIES = ("reject", "warn")
 SHAPE_POLICIES = ("vary_all", "batch_only", "none")

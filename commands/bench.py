@@ -197,8 +197,9 @@ def bench() -> None:
 @click.option("--protocol", default=None, help="Evaluation protocol: a preset (strict, kernelbench) or a file.")
 @click.option("--baseline", type=click.Choice(BASELINES), default="compile", show_default=True,
               help="compile also times torch.compile, so the report compares against both.")
-@click.option("--knowledge", type=click.Choice(["kb", "none"]), default=None,
-              help="kb: plan from the knowledge base; none: the ablation arm, no retrieval.")
+@click.option("--knowledge", type=click.Choice(["kb", "none", "profile"]), default=None,
+              help="kb: plan from the knowledge base; none: the ablation arm, no retrieval; profile: the third "
+                   "arm, the parent's profile and its counters but no KB content.")
 @click.option("--candidates", "candidates", type=click.IntRange(1, 64), default=None, metavar="K",
               help="Candidates per round of each run, evaluated as one batch (loop.candidates_per_round).")
 @click.option("--frontier", "frontier", type=click.IntRange(1, 64), default=None, metavar="F",

@@ -283,9 +283,10 @@ def report_result(ctx: Any, run: Any, result: Any) -> None:
               help="What candidates the LLM writes: load_inline extensions, or the harness's fast path "
                    "(nvcc -cubin kernels launched without a C++ extension; builds in about a second), or Triton "
                    "(@triton.jit kernels launched from forward).")
-@click.option("--knowledge", type=click.Choice(["kb", "none"]), default=None,
+@click.option("--knowledge", type=click.Choice(["kb", "none", "profile"]), default=None,
               help="kb (default): the planner chooses among the knowledge base's permitted methods; none: the "
-                   "ablation arm, the same loop with no profile, no query and no retrieved knowledge.")
+                   "ablation arm, the same loop with no profile, no query and no retrieved knowledge; profile: "
+                   "the third arm, no KB content but the parent's profile and its measured counters.")
 @click.option("--parent-rule", type=click.Choice(["best", "latest_improving"]), default=None,
               help="Which accepted candidate the next round starts from.")
 @click.option("--candidates", "candidates", type=click.IntRange(1, 64), default=None, metavar="K",

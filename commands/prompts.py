@@ -41,7 +41,6 @@ def render_step(settings: Any, task: Path, *, step: str, candidate: Path | None 
         code_expects,
         default_gpu,
         json_expects,
-        messages_for,
     )
     from kernelskill.pipeline.loop.memory import Memory
     from kernelskill.pipeline.loop.planning import plans_schema
@@ -58,9 +57,10 @@ def render_step(settings: Any, task: Path, *, step: str, candidate: Path | None 
     agents = Agents(None, gpu, candidate_format=candidate_format, knowledge=knowledge)
     memory = Memory().view()
     kernel_source = candidate.read_text() if candidate is not None else ""
-    if step == "generate":
-        messages = messages_for("generator", gpu=gpu, candidate_format=candidate_format, task_source=task_source,
-                                memory=memory)
+    if step == "generate":  # the KB arm's seed carries the KB's advice for the task's operations
+        advice = ((retriever or KBRetriever(settings)).task_advice(task, protocol=settings.harness.protocol)
+                  .model_dump(mode="json") if knowledge == "kb" else None)
+        messages = agents.generate_messages(task_source=task_source, memory=memory, advice=advice)
         return {"step": step, "role": "generator", "messages": messages, "expects": code_expects(candidate_format)}
     if step == "diagnose":
         failure = eval_view(result or FAILURE_PLACEHOLDER)
@@ -74,6 +74,10 @@ def render_step(settings: Any, task: Path, *, step: str, candidate: Path | None 
     if knowledge == "none":
         query: dict[str, Any] = {}
         permitted: list[dict[str, Any]] = []
+    elif knowledge == "profile":  # the third arm: the parent's measured counters, no KB content
+        numbers = (retriever or KBRetriever(settings)).profile_numbers(profile) if profile is not None else None
+        query = {"profile_numbers": numbers, "profile_error": None if numbers else "no profile was given"}
+        permitted = []
     else:
         assert candidate is not None
         raw = (retriever or KBRetriever(settings)).query(candidate, task=task, profile=profile)
@@ -83,7 +87,7 @@ def render_step(settings: Any, task: Path, *, step: str, candidate: Path | None 
         messages = agents.plan_messages(task_source=task_source, kernel_source=kernel_source,
                                         parent_speedup=parent_speedup, query=query, permitted=permitted,
                                         filtered={}, memory=memory, plans_wanted=plans)
-        ids = None if knowledge == "none" else [m["id"] for m in permitted]
+        ids = None if knowledge in ("none", "profile") else [m["id"] for m in permitted]
         if plans > 1:  # a search round's ask: several plans in one answer
             expects = json_expects(plans_schema(), ids) | {"plans_wanted": plans}
         else:
@@ -91,7 +95,7 @@ def render_step(settings: Any, task: Path, *, step: str, candidate: Path | None 
         return {"step": step, "role": "planner", "messages": messages, "expects": expects}
 
     chosen: dict[str, Any]
-    if knowledge == "none":
+    if knowledge in ("none", "profile"):
         chosen = {"id": method or "<the planner's technique>", "name": "", "guidance": ""}
     elif not permitted:
         raise KernelskillError(f"{candidate}: the query permits no method, so the loop would stop before writing")
@@ -127,8 +131,9 @@ def prompts() -> None:
               help="The candidate's ncu profile (CSV), as the loop's profile step would give it to the query.")
 @click.option("--step", type=click.Choice(STEPS), default=None,
               help="Which prompt (default: plan with --candidate, generate without).")
-@click.option("--knowledge", type=click.Choice(["kb", "none"]), default="kb", show_default=True,
-              help="none: the ablation arm's planner (no query, no retrieved knowledge).")
+@click.option("--knowledge", type=click.Choice(["kb", "none", "profile"]), default="kb", show_default=True,
+              help="none: the ablation arm's planner (no query, no retrieved knowledge); profile: the third arm's "
+                   "(the --profile counters, no retrieved knowledge).")
 @click.option("--format", "candidate_format", type=click.Choice(FORMATS), default="load_inline",
               show_default=True, help="The candidate format the code-writing roles are asked for.")
 @click.option("--method", default=None, help="write: the method the planner chose (default: the top permitted).")

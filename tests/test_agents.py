@@ -47,7 +47,9 @@ def test_templates_are_strict_and_every_role_renders() -> None:
            "method": PERMITTED[0], "plan": {"plan": "p"}, "candidate": {"step": "r01.x", "branch": "optimize",
                                                                        "method": "m"},
            "result": {"status": "ok", "correct": True, "speedup": 2.0, "candidate_ms": 1.0,
-                      "candidate_iqr_ms": 0.1, "baseline_ms": 2.0}, "parent": None}
+                      "candidate_iqr_ms": 0.1, "baseline_ms": 2.0},
+           "parent": {"step": "r00.generate", "result": {"speedup": 1.0, "candidate_ms": 2.0, "candidate_iqr_ms": 0.1}},
+           "decision": {"reason": "measured 2.000x vs parent 1.000x"}, "diff": "", "noise_rule": "r"}
     for role in ROLES:
         msgs = messages_for(role, **ctx)
         assert msgs[0]["role"] == "system" and msgs[1]["content"].strip()
@@ -104,47 +106,86 @@ def test_code_role_reasks_once_then_gives_up(tmp_path: Path) -> None:
         assert "could not be used: no code block defines class ModelNew" in s.requests[1]["messages"][-1]["content"]
 
 
-def test_reviewer_is_checked_against_the_harness(tmp_path: Path) -> None:
+def test_the_measurements_decide_speed_and_the_reviewer_only_reviews_code(tmp_path: Path) -> None:
+    """A slower or within-noise candidate is turned down by the rule without asking anyone; a faster one goes to
+    the reviewer as code, with its diff, and only its rejection (a suspected cheat) can change the outcome."""
     parent = {"step": "r01.optimize", "result": {"speedup": 2.0, "candidate_ms": 1.0, "candidate_iqr_ms": 0.01}}
     result = {"status": "ok", "correct": True, "speedup": 1.8, "candidate_ms": 1.1, "candidate_iqr_ms": 0.01,
               "baseline_ms": 2.0}
     cand = {"step": "r02.optimize", "branch": "optimize", "method": "m"}
-    with ScriptedOpenAI({"r02.review.1": ['{"accept": true, "reason": "looks good"}'],
-                         "r03.review.1": ['{"accept": false, "reason": "within noise"}'],
-                         "r04.review.1": ["?"], "r04.review.2": ["??"]}) as server:
+    with ScriptedOpenAI({"r03.review.1": ['{"accept": false, "reason": "forward returns a cached tensor (line 12)"}'],
+                         "r04.review.1": ["?"], "r04.review.2": ["??"],
+                         "r06.review.1": ['{"accept": true, "reason": "computes every element"}']}) as server:
         a = agents(server, tmp_path)
         slower = a.review(step="r02.review", round_=2, task_source=TASK, candidate=cand, result=result,
                           parent=parent, memory=MEMORY)
         assert not slower.accept and slower.by == "rule" and "1.800x <= parent 2.000x" in slower.reason
+        assert slower.speed is not None and slower.speed.verdict == "slower"
         faster = dict(result, speedup=2.05)
-        vetoed = a.review(step="r03.review", round_=3, task_source=TASK, candidate=cand, result=faster,
-                          parent=parent, memory=MEMORY)
-        assert not vetoed.accept and vetoed.by == "reviewer"
+        cheat = a.review(step="r03.review", round_=3, task_source=TASK, candidate=cand, result=faster,
+                         parent=parent, memory=MEMORY, diff="--- parent\n+++ candidate\n+_cache = None")
+        assert not cheat.accept and cheat.by == "reviewer" and "cached tensor" in cheat.reason
+        prompt = server.requests[0]["messages"][-1]["content"]
+        assert "+_cache = None" in prompt and "The speed question is settled" in prompt
+        assert "faster than its parent" not in prompt.split("## What the measurements decided")[0]
         ruled = a.review(step="r04.review", round_=4, task_source=TASK, candidate=cand, result=faster,
                          parent=parent, memory=MEMORY)
-        assert ruled.accept and ruled.by == "rule"
+        assert ruled.accept and ruled.by == "rule" and "no usable review" in ruled.reason
         wrong = a.review(step="r05.review", round_=5, task_source=TASK, candidate=cand,
                          result={"status": "mismatch", "correct": False}, parent=parent, memory=MEMORY)
         assert not wrong.accept and wrong.reason == "harness: mismatch"
-        assert server.steps() == ["r02.review.1", "r03.review.1", "r04.review.1", "r04.review.2"]
+        passed = a.review(step="r06.review", round_=6, task_source=TASK, candidate=cand, result=faster,
+                          parent=parent, memory=MEMORY)
+        assert passed.accept and passed.by == "reviewer" and "computes every element" in passed.reason
+        # r02 (slower) and r05 (wrong) never reached the LLM
+        assert server.steps() == ["r03.review.1", "r04.review.1", "r04.review.2", "r06.review.1"]
 
 
 def test_a_gain_inside_the_timing_noise_is_not_accepted(tmp_path: Path) -> None:
-    """reviewer.j2 asks for a gain beyond the timing noise, and the rule holds the reviewer to it: 2.02x over a
-    2.00x parent whose medians carry a 5 % IQR is no gain, whatever the reviewer says; 2.2x is."""
+    """Without intervals the IQR rule decides: 2.02x over a 2.00x parent whose medians carry a 5 % IQR is no
+    gain (the reviewer is not even asked); 2.2x is, and then the reviewer reads the code."""
     parent = {"step": "r01.optimize", "result": {"speedup": 2.0, "candidate_ms": 1.0, "candidate_iqr_ms": 0.05}}
     noisy = {"status": "ok", "correct": True, "speedup": 2.02, "candidate_ms": 0.99, "candidate_iqr_ms": 0.01,
              "baseline_ms": 2.0}
     cand = {"step": "r02.optimize", "branch": "optimize", "method": "m"}
-    with ScriptedOpenAI({"r02.review.1": ['{"accept": true, "reason": "faster"}'],
-                         "r03.review.1": ['{"accept": true, "reason": "faster"}']}) as server:
+    with ScriptedOpenAI({"r03.review.1": ['{"accept": true, "reason": "honest kernel"}']}) as server:
         a = agents(server, tmp_path)
         inside = a.review(step="r02.review", round_=2, task_source=TASK, candidate=cand, result=noisy,
                           parent=parent, memory=MEMORY)
         assert not inside.accept and inside.by == "rule" and "within the timing noise (5.0%)" in inside.reason
         clear = a.review(step="r03.review", round_=3, task_source=TASK, candidate=cand,
                          result=dict(noisy, speedup=2.2, candidate_ms=0.9), parent=parent, memory=MEMORY)
-        assert clear.accept and clear.by == "reviewer"
+        assert clear.accept and clear.by == "reviewer" and clear.speed.rule == "iqr"
+        assert server.steps() == ["r03.review.1"]
+
+
+def test_with_intervals_the_ratio_interval_decides(tmp_path: Path) -> None:
+    """Both results carry ``speedup_ci``: 2.2x [2.1, 2.3] over 2.0x [1.95, 2.05] is faster (the ratio's interval
+    lies above 1), 2.1x [1.9, 2.3] over the same parent is within noise even though its median beats the IQR
+    rule's threshold, and 1.5x [1.45, 1.55] is slower."""
+    parent = {"step": "r01.optimize", "result": {"speedup": 2.0, "speedup_ci": [1.95, 2.05], "candidate_ms": 1.0,
+                                                 "candidate_iqr_ms": 0.0}}
+    cand = {"step": "r02.optimize", "branch": "optimize", "method": "m"}
+
+    def result(speed: float, lo: float, hi: float) -> dict:
+        return {"status": "ok", "correct": True, "speedup": speed, "speedup_ci": [lo, hi],
+                "candidate_ms": 2.0 / speed, "candidate_iqr_ms": 0.0, "baseline_ms": 2.0}
+
+    with ScriptedOpenAI({"r02.review.1": ['{"accept": true, "reason": "honest kernel"}']}) as server:
+        a = agents(server, tmp_path)
+        up = a.review(step="r02.review", round_=2, task_source=TASK, candidate=cand, result=result(2.2, 2.1, 2.3),
+                      parent=parent, memory=MEMORY)
+        assert up.accept and up.speed.rule == "interval" and up.speed.ratio_low > 1.0
+        wide = a.review(step="r03.review", round_=3, task_source=TASK, candidate=cand,
+                        result=result(2.1, 1.9, 2.3), parent=parent, memory=MEMORY)
+        assert not wide.accept and wide.by == "rule" and wide.speed.verdict == "within_noise"
+        assert "95 % interval" in wide.reason
+        down = a.review(step="r04.review", round_=4, task_source=TASK, candidate=cand,
+                        result=result(1.5, 1.45, 1.55), parent=parent, memory=MEMORY)
+        assert not down.accept and down.speed.verdict == "slower"
+        assert server.steps() == ["r02.review.1"]
+        prompt = server.requests[0]["messages"][-1]["content"]
+        assert "95 % interval 2.1-2.3" in prompt and "lies wholly above 1.0" in prompt
 
 
 def test_memory_filters_failed_methods_per_parent_and_keeps_profile_deltas() -> None:

@@ -24,16 +24,15 @@ from tests.test_loop_helpers import TASK, ScriptedEvaluator, fenced, kernel, pla
 SMALL = Path(__file__).parent / "data" / "skills_small"
 
 #: r00 seed 1.10x (the first correct: the parent); r01 coalesced_access 1.90x (a real gain over 1.10x);
-#: r02 vectorized_access_16b 1.905x (the reviewer says yes, but 0.004 ms faster is inside the 0.01 ms timing
-#: IQR: the review rule refuses it, so the run's best stays r01 and there is nothing more to learn)
+#: r02 vectorized_access_16b 1.85x (slower than r01: the measurements refuse it without asking the reviewer, and
+#: the final pick, the fastest correct candidate, stays r01, so there is nothing more to learn)
 SCRIPT = {
     "r00.generate.1": [fenced(kernel("speedup=1.10", "seed"))],
     "r01.plan.1": [planner_answer(0, "coalesce the row accesses")],
     "r01.optimize.1": [fenced(kernel("speedup=1.90", "coal"))],
     "r01.review.1": [review(True)],
     "r02.plan.1": [planner_answer(1, "float4 loads")],
-    "r02.optimize.1": [fenced(kernel("speedup=1.905", "vec"))],
-    "r02.review.1": [review(True)],
+    "r02.optimize.1": [fenced(kernel("speedup=1.85", "vec"))],
 }
 
 
@@ -74,7 +73,7 @@ def test_learn_records_the_verified_improvement(learned_home: dict) -> None:
     assert rec["protocol"] == "strict" and rec["hardware"] == "test GPU"
     assert rec["features"]["is_pointwise"] is True and rec["op_family"]
     assert len(rec["before_hash"]) == 64 and rec["before_hash"] != rec["after_hash"]
-    # r02's gain is inside the timing noise: the loop did not accept it, and it is not learned
+    # r02 is slower than its parent: the loop did not accept it, and it is not learned
     assert [r["step"] for r in res["records"]] == ["r01.optimize"]
     stored = LearnedStore(learned_home["home"] / "kb").records()
     assert [r.id for r in stored] == [rec["id"]] and "relu2_seed" in stored[0].before_source

@@ -84,7 +84,7 @@ def search_script() -> dict[str, list[Any]]:
     r01 [seed x3]: coalesced -> compile error, repaired -> wrong result; vectorized 1.50x; fusion 1.20x.
         frontier: vectorized 1.50, fusion 1.20.
     r02 [vectorized x2]: fusion 2.00x (paid elsewhere: offered first), more_work 1.40x (slower than its parent:
-        the reviewer's yes is overruled); [fusion x1]: first answer names a forbidden method (re-asked),
+        the measurements reject it, no reviewer asked); [fusion x1]: first answer names a forbidden method (re-asked),
         vectorized 1.30x. frontier: r02.k1 2.00, vectorized 1.50.
     r03 [r02.k1 x2]: coalesced 2.50x, more_work wrong -> repaired 2.20x; [vectorized x1]: more_work is
         filtered (it failed there in r02), coalesced 1.60x.
@@ -107,7 +107,6 @@ def search_script() -> dict[str, list[Any]]:
         "r02.optimize.k2.1": [fenced(kernel("speedup=1.40", "m2"))],
         "r02.optimize.k3.1": [fenced(kernel("speedup=1.30", "v2"))],
         "r02.review.k1.1": [review(True)],
-        "r02.review.k2.1": [review(True)],
         "r02.review.k3.1": [review(True)],
         "r03.plan.p1.1": [plans(("coalesced_access", "coalesce"), ("more_work_per_thread", "unroll"))],
         "r03.plan.p2.1": [plans(("coalesced_access", "coalesce the float4 loads"))],
@@ -172,7 +171,7 @@ def test_search_frontier_memory_and_batches(tmp_path: Path) -> None:
         ("r03.optimize.k3", "r01.optimize.k2", "coalesced_access", "ok", 1.6, True),
         ("r03.repair1.k2", "r02.optimize.k1", "more_work_per_thread", "ok", 2.2, True),
     ]
-    assert "1.400x <= parent 1.500x" in loop.memory.attempts[6].review  # the reviewer's yes, overruled
+    assert "1.400x <= parent 1.500x" in loop.memory.attempts[6].review  # the measurements' no, no reviewer asked
 
     log = loop.run.log
     plan = {e["step"]: e["data"] for e in log.of_type("plan")}

@@ -57,3 +57,88 @@ def test_user_protocol_file_reaches_the_prompt(tmp_path):
 
 def test_no_contract_no_section():
     assert render("partials/contract.j2", gpu={"name": "X", "arch": "sm_90", "notes": ""}).strip() == ""
+
+
+# The contract stated whole (issue 31, item 8) -------------------------------------------------------------
+def _context(protocol: str = "strict") -> dict:
+    from tests.test_loop_helpers import TASK, kernel
+
+    long_plan = ("Stage the K tiles through shared memory with cp.async. " * 12).strip()
+    memory = {"attempts": [{"round": 1, "branch": "optimize", "method": "m1", "parent": "candidates/r00.py",
+                            "derived_from": "candidates/r00.py", "result_class": "ok", "speedup": 1.2,
+                            "accepted": True, "diff_summary": "", "profile_deltas": {}, "plan": long_plan,
+                            "review": ""}],
+              "repairs": [], "total_attempts": 1}
+    parent = {"step": "r01.optimize", "result": {"speedup": 1.2, "candidate_ms": 2.5, "candidate_iqr_ms": 0.01}}
+    return {"task_source": TASK, "kernel_source": kernel("speedup=1.0"), "gpu": default_gpu("sm_90", protocol=protocol),
+            "memory": memory, "failure": {"status": "mismatch", "message": "diff", "build_log": ""},
+            "diagnosis": {"root_cause": "rc", "fix": "fx"}, "method": {"id": "m2", "name": "", "guidance": "g"},
+            "plan": {"plan": "p"}, "candidate": {"step": "r02.optimize", "branch": "optimize", "method": "m2"},
+            "result": {"status": "ok", "correct": True, "speedup": 1.5, "candidate_ms": 2.0,
+                       "candidate_iqr_ms": 0.01, "baseline_ms": 3.0},
+            "parent": parent, "decision": {"reason": "measured 1.500x vs parent 1.200x"},
+            "diff": "--- candidates/r01.optimize.py\n+++ candidates/r02.optimize.py\n@@ -1 +1 @@\n-a\n+b",
+            "noise_rule": "the rule", "long_plan": long_plan}
+
+
+@pytest.mark.parametrize("role", ["generator", "optimizer", "repairer", "reviewer"])
+def test_every_code_writing_and_reviewing_prompt_states_the_contract_whole(role):
+    from kernelskill.pipeline.loop.agents import messages_for
+
+    ctx = _context()
+    long_plan = ctx.pop("long_plan")
+    text = messages_for(role, **ctx)[1]["content"]
+    assert "Float64 check (fp32 tasks)" in text and "max(32 x the fp32 reference's own such error, 2e-05)" in text
+    assert "- Build flags: `load_inline(..., extra_cuda_cflags=[...])`" in text
+    assert "-gencode=arch=compute_90a,code=sm_90a" in text and "__CUDA_ARCH_FEAT_SM90_ALL" in text
+    assert "Replacing the parent: decided by the measurements" in text
+    assert long_plan in text and "not shown" not in text  # earlier plans whole
+    if role == "reviewer":
+        assert "Your answer: the code fence" not in text  # the reviewer answers JSON
+        assert "+++ candidates/r02.optimize.py" in text and "The noise rule of this run: the rule." in text
+    else:
+        assert "Your answer: the code fence is optional" in text
+
+
+def test_the_build_flags_follow_the_format_and_the_protocol():
+    from kernelskill.pipeline.loop.agents import messages_for
+
+    ctx = _context("kernelbench")
+    ctx.pop("long_plan")
+    assert '`extra_ldflags=["-lcublas"]`' in messages_for("optimizer", **ctx)[1]["content"]
+    strict = _context()
+    strict.pop("long_plan")
+    assert "no cuBLAS/cuDNN may do the main work under this protocol" in messages_for("optimizer", **strict)[1]["content"]
+    fast = messages_for("generator", candidate_format="fastpath", **strict)[1]["content"]
+    assert 'arch="sm_90a"' in fast and "no `-l` flags" in fast
+    triton = messages_for("repairer", candidate_format="triton", **strict)[1]["content"]
+    assert "- Build flags: none: Triton compiles the kernels itself" in triton
+    assert "define at least one `@triton.jit` kernel" in triton
+
+
+def test_what_the_prompt_says_about_the_fence_is_what_the_parser_does():
+    from kernelskill.pipeline.loop.agents import extract_code
+    from tests.test_loop_helpers import kernel
+
+    code = kernel("speedup=1.0")
+    assert extract_code(code)[0] == code  # no fence at all: the file itself
+    assert extract_code("Here it is:\n" + code)[0].startswith("# harness")  # from its first `#` line on
+    older = code.replace("1.0", "0.5")
+    assert extract_code(f"```python\n{older}```\nthen\n```python\n{code}```")[0] == code  # the last such block
+    assert extract_code(f"```cuda\n{code}```")[0] == code  # failing a python block, any block with ModelNew
+
+
+def test_the_stated_float64_bound_is_the_harness_bound():
+    """protocols.FP64_ERROR_FACTOR / FP64_ERROR_FLOOR are what the prompts state; the harness's precision check
+    must apply the same numbers."""
+    import re
+    from pathlib import Path
+
+    from kernelskill.protocols import FP64_ERROR_FACTOR, FP64_ERROR_FLOOR
+
+    source = (Path(__file__).resolve().parents[1] / "pipeline" / "harness" / "evaluation.py").read_text()
+    found = re.findall(r"max\((\w+|\d+) \* e_ref, ([\w.eE+-]+)\)", source)
+    assert found, "the harness's float64 bound is no longer written as max(F * e_ref, floor)"
+    for factor, floor in found:
+        assert factor in ("FP64_ERROR_FACTOR", str(FP64_ERROR_FACTOR))
+        assert floor == "FP64_ERROR_FLOOR" or float(floor) == FP64_ERROR_FLOOR

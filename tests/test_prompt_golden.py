@@ -46,6 +46,11 @@ CASES: dict[str, list[str]] = {
     "linear_gelu_residual.write": example("linear_gelu_residual", "linear_gelu_residual_task.py")
     + ["--step", "write"],
     "gemm_groupnorm.generate": [f"{DATA}/gemm_groupnorm_task.py", "--step", "generate"],
+    # the seed differs between the arms: the KB arm's carries the KB's routes for the task's operations
+    "gemm_groupnorm.generate.knowledge_none": [f"{DATA}/gemm_groupnorm_task.py", "--step", "generate",
+                                               "--knowledge", "none"],
+    "row_sum_divergent.plan.knowledge_profile": example("row_sum_divergent", "row_sum_task.py")
+    + ["--step", "plan", "--knowledge", "profile"],
     "gemm_groupnorm.plan.static": GEMM_GN + ["--step", "plan"],
     "gemm_groupnorm.write.fastpath": GEMM_GN + ["--step", "write", "--format", "fastpath"],
     "gemm_groupnorm.write.triton": GEMM_GN + ["--step", "write", "--format", "triton"],

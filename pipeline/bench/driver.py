@@ -24,6 +24,7 @@ from kernelskill.errors import KernelskillError
 from kernelskill.pipeline.bench.llm_gate import LLMGate
 from kernelskill.pipeline.bench.suite import Suite
 from kernelskill.pipeline.loop import Loop, LoopOptions
+from kernelskill.pipeline.loop.adapters import profile_numbers
 from kernelskill.pipeline.runs import Paused, Run
 from kernelskill.pipeline.runs.gpu_pool import Backend, BudgetExceeded, GPUJob, GPUPool, PoolStats
 
@@ -119,6 +120,20 @@ class SerialRetriever:
               ) -> dict[str, Any]:
         with self._lock:
             return self.retriever.query(kernel, task=task, profile=profile, protocol=protocol)
+
+    def task_advice(self, task: Path, protocol: str | None = None) -> Any:
+        """The KB arm's seed advice (``Retriever.task_advice``), one at a time like the queries; ``None`` from a
+        retriever that offers none (the seed then carries no advice)."""
+        ask = getattr(self.retriever, "task_advice", None)
+        if ask is None:
+            return None
+        with self._lock:
+            return ask(task, protocol=protocol)
+
+    def profile_numbers(self, profile: Path) -> dict[str, Any]:
+        """The profile arm's counters (``Retriever.profile_numbers``, else the loop's own reader); no store is
+        read."""
+        return (getattr(self.retriever, "profile_numbers", None) or profile_numbers)(profile)
 
 
 class ProgressBoard:

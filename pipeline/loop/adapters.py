@@ -10,10 +10,21 @@ from typing import Any, Protocol
 
 from kernelskill.config import load_settings
 from kernelskill.errors import KernelskillError
+from kernelskill.pipeline.loop.advice import (
+    FAMILY_NAMES,
+    ROUTES_PER_FAMILY,
+    FamilyAdvice,
+    Route,
+    TaskAdvice,
+    measured_effect,
+)
 from kernelskill.pipeline.loop.examples import worked_example
 from kernelskill.pipeline.loop.learning import learned_for
 from kernelskill.pipeline.runs.gpu_pool import GPUJob, GPUPool, HarnessBackend
 from kernelskill.retrieval.api import query
+from kernelskill.retrieval.kernels import task_calls
+from kernelskill.retrieval.op_hints import load_rules as load_op_rules
+from kernelskill.retrieval.profile import load_profile
 
 log = logging.getLogger(__name__)
 
@@ -35,6 +46,16 @@ class Retriever(Protocol):
 
     def query(self, kernel: Path, *, task: Path, profile: Path | None, protocol: str | None = None
               ) -> dict[str, Any]: ...
+
+    def task_advice(self, task: Path, protocol: str | None = None) -> TaskAdvice:
+        """The KB's advice for the operations of ``task``'s reference, under ``protocol``, before any kernel
+        exists (the seed prompt's knowledge; :mod:`~kernelskill.pipeline.loop.advice`)."""
+        ...
+
+    def profile_numbers(self, profile: Path) -> dict[str, Any]:
+        """The ``--knowledge profile`` arm's view of a profile: per kernel its measured counters, normalised, and
+        nothing the KB adds (no tier, bottleneck, case or method); :func:`profile_numbers`."""
+        ...
 
 
 class HarnessEvaluator:
@@ -117,6 +138,46 @@ class KBRetriever:
         self._attach_learned(raw, kernel)
         return raw
 
+    def profile_numbers(self, profile: Path) -> dict[str, Any]:
+        return profile_numbers(profile)
+
+    def task_advice(self, task: Path, protocol: str | None = None) -> TaskAdvice:
+        """The operation families of the reference's ``forward`` (its torch calls, by retrieval's task-family
+        rules, in the order it runs them; a forward with none of them is elementwise), and for the family the
+        KB answers (the dominant one) the first permitted routes of a static-only query on the reference,
+        under ``protocol`` (its vetoes decide which routes exist), each with guidance and measured effect.
+
+        The one place that asks retrieval for this: it can be pointed at a richer per-family answer later
+        without the loop, the prompts or the recorded runs changing shape."""
+        settings = self.settings if self.settings is not None else load_settings()
+        if protocol is not None:
+            settings = settings.model_copy(deep=True)
+            settings.harness.protocol = protocol
+        proto = settings.harness.protocol
+        families = _task_families(task)
+        try:
+            raw = query(task, task=task, profile=None, settings=settings).model_dump(mode="json")
+        except KernelskillError as exc:  # an unreadable task was refused before the loop started; say why
+            log.warning("task advice for %s: %s", task, exc)
+            return TaskAdvice(protocol=str(proto), families=families, note=f"no routes: {exc}")
+        answered = FAMILY_NAMES.get(str((raw.get("context") or {}).get("op_family") or ""), "")
+        routes = []
+        for method in (raw.get("permitted") or [])[:ROUTES_PER_FAMILY]:
+            if method.get("examples"):
+                method["example"] = worked_example(method["examples"], task)
+            routes.append(Route(method_id=method["id"], name=method.get("name") or "",
+                                guidance=" ".join(str(method.get("guidance") or "").split()),
+                                effect=measured_effect(method)))
+        target = next((f for f in families if f.family == answered), None) or (families[0] if families else None)
+        if target is None:
+            target = FamilyAdvice(family=answered or "elementwise")
+            families.append(target)
+        target.routes = routes
+        others = [f.family for f in families if f is not target]
+        note = (f"the routes are the knowledge base's for the dominant operation ({target.family}); "
+                f"{', '.join(others)} follow{'s' if len(others) == 1 else ''} it in the forward") if others else ""
+        return TaskAdvice(protocol=str(proto), families=families, note=note)
+
     def _attach_learned(self, raw: dict[str, Any], kernel: Path) -> None:
         """Each permitted method's learned evidence on similar kernels (``learned``), when runs taught any."""
         settings = self.settings if self.settings is not None else load_settings()
@@ -128,6 +189,48 @@ class KBRetriever:
         for method in raw.get("permitted") or []:
             if found.get(method.get("id")):
                 method["learned"] = found[method["id"]]
+
+
+def _task_families(task: Path) -> list[FamilyAdvice]:
+    """The operation families ``task``'s ``Model.forward`` runs, in order, each once with where it is called
+    (retrieval's task-family rules over the forward's torch calls); none of them: elementwise."""
+    groups = load_op_rules().task_families
+    calls = task_calls(task)
+    names = {n for n, _ in calls}
+    out: dict[str, FamilyAdvice] = {}
+    for name, line in calls:
+        for group in groups:
+            wanted = {str(c).lower() for c in group.get("calls", [])}
+            also = {str(c).lower() for c in group.get("with", [])}
+            if name not in wanted or (also and not also & names):
+                continue
+            family = FAMILY_NAMES.get(str(group["family"]), str(group["family"]))
+            if family not in out:
+                out[family] = FamilyAdvice(family=family, evidence=f"{task.name}:{line}: Model.forward calls {name}")
+            break
+    if "attention" in out:  # softmax and the matrix products of an attention are the attention
+        out.pop("softmax", None)
+        out.pop("GEMM", None)
+    return list(out.values()) or [FamilyAdvice(family="elementwise",
+                                               evidence=f"{task.name}: no GEMM, conv, attention, softmax, "
+                                                        "normalization, reduction, scan or pooling call")]
+
+
+def profile_numbers(profile: Path) -> dict[str, Any]:
+    """A profile's measurements alone, for the ``--knowledge profile`` arm: each kernel (longest first) with its
+    launches, total duration, share of the profiled time, grid and block, and its normalised counters
+    (``retrieval.profile``'s field map: units fixed, launches averaged). No derived field, tier, bottleneck,
+    case or method: what the counters say, without what the knowledge base reads into them."""
+    prof = load_profile(profile)
+    total = sum(k.total_duration_ns or 0.0 for k in prof.kernels)
+    kernels = []
+    for k in sorted(prof.kernels, key=lambda k: -(k.total_duration_ns or 0.0)):
+        kernels.append({"name": k.base_name, "vendor": k.vendor, "launches": k.launches,
+                        "duration_ns": k.total_duration_ns,
+                        "share_pct": round(100.0 * (k.total_duration_ns or 0.0) / total, 1) if total else None,
+                        "grid": k.grid_size, "block": k.block_size,
+                        "fields": {f: v for f, v in sorted(k.fields.items()) if isinstance(v, int | float)}})
+    return {"kernels": kernels, "launches": prof.launches}
 
 
 # Normalised views of what the seams return ---------------------------------------------------------
@@ -172,10 +275,19 @@ def eval_view(raw: dict[str, Any]) -> dict[str, Any]:
             "speedup": float(speed) if isinstance(speed, int | float) and correct else None,
             "candidate_ms": raw.get("candidate_ms"), "baseline_ms": raw.get("baseline_ms"),
             "candidate_iqr_ms": raw.get("candidate_iqr_ms"), "baseline_iqr_ms": raw.get("baseline_iqr_ms"),
+            "speedup_ci": _interval(raw.get("speedup_ci")) if correct else None,
             "message": str(raw.get("message") or "")[:2000], "build_log": str(raw.get("build_log") or "")[-4000:],
             "stage": stage, "stage_timings": stage_timings(details),
             "harness_failure": (status in HARNESS_LIMITS and stage in HARNESS_STAGES)
             or (status in HARNESS_LIMITS and details.get("harness_failure") is True)}
+
+
+def _interval(value: Any) -> list[float] | None:
+    """The harness's ``speedup_ci`` ([lo, hi], the 95 % interval of the speedup over eager) when well formed."""
+    if isinstance(value, list | tuple) and len(value) == 2 and all(
+            isinstance(v, int | float) and not isinstance(v, bool) for v in value):
+        return [float(value[0]), float(value[1])]
+    return None
 
 
 def query_view(raw: dict[str, Any]) -> dict[str, Any]:

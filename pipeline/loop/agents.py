@@ -19,13 +19,17 @@ import jinja2
 from pydantic import BaseModel
 
 from kernelskill.pipeline.harness.gpu_facts import prompt_gpu
+from kernelskill.pipeline.loop.decisions import SpeedDecision, compare_to_parent, noise_rule_text
 from kernelskill.pipeline.loop.formats import prompt_context
 from kernelskill.pipeline.loop.llm import LLMClient
 from kernelskill.pipeline.runs.answers import check_answer, extract_code, plans_problem  # noqa: F401 (the roles' checks)
 from kernelskill.pipeline.runs.redact import redact
+from kernelskill.protocols import FP64_ERROR_FACTOR, FP64_ERROR_FLOOR
 
 PROMPTS_DIR = Path(__file__).resolve().parents[2] / "prompts"
 ROLES = ("generator", "reviewer", "diagnoser", "repairer", "planner", "optimizer")
+#: the ablation arms: the planner names any technique and sees no KB content (``profile``: the measured counters)
+FREE_ARMS = ("none", "profile")
 
 DIAGNOSIS_SCHEMA: dict[str, Any] = {
     "type": "object", "required": ["root_cause", "fix"],
@@ -79,7 +83,7 @@ def messages_for(role: str, *, candidate_format: str = "load_inline", template: 
     """The system and user messages of ``role``: ``partials/system.j2`` and ``<role>.j2`` (or ``template``)."""
     fmt = prompt_context(candidate_format)  # the templates branch on the candidate format (and the protocol)
     system = render("partials/system.j2", role=role, protocol=context.get("protocol"), **fmt)
-    user = render(template or f"{role}.j2", **fmt, **context).strip() + "\n"
+    user = render(template or f"{role}.j2", role=role, **fmt, **context).strip() + "\n"
     # a secret that reached the context (an error message quoting a key) never reaches a prompt
     return [{"role": "system", "content": redact(system.strip())}, {"role": "user", "content": redact(user)}]
 
@@ -87,7 +91,10 @@ def messages_for(role: str, *, candidate_format: str = "load_inline", template: 
 def default_gpu(arch: str = "sm_90", name: str | None = None, protocol: str | None = None) -> dict[str, Any]:
     """The target GPU as the prompts describe it: its facts (SMs, bandwidth, L2) and, as ``contract``, the
     protocol the candidates are judged by (prompts/partials/contract.j2)."""
-    return prompt_gpu(arch, name=name, protocol=protocol)
+    gpu = prompt_gpu(arch, name=name, protocol=protocol)
+    gpu["contract"]["fp64_check"] = {"factor": FP64_ERROR_FACTOR, "floor": FP64_ERROR_FLOOR}
+    gpu["contract"]["decision_rule"] = noise_rule_text()
+    return gpu
 
 
 # The expected shape of an answer, as stored with a request (the ``exchange`` provider) ----------------
@@ -133,7 +140,8 @@ class PlanDecision(BaseModel):
 class ReviewDecision(BaseModel):
     accept: bool
     reason: str
-    by: str = "reviewer"  # reviewer | rule
+    by: str = "reviewer"  # reviewer (the code review rejected or passed it) | rule (the measurements decided)
+    speed: SpeedDecision | None = None  # the measurements' verdict against the parent, when there is one
 
 
 class Agents:
@@ -144,7 +152,7 @@ class Agents:
         self.llm = llm  # None: only render prompts (``kernelskill prompts render``)
         self.gpu = gpu or {"name": "NVIDIA H200", "arch": "sm_90", "notes": ""}
         self.candidate_format = candidate_format
-        self.knowledge = knowledge  # kb | none (the ablation: the planner chooses freely)
+        self.knowledge = knowledge  # kb | none | profile (the ablations: the planner chooses freely)
 
     # the exact messages of each step (the loop sends them; ``prompts render`` prints them) ------------
     def _messages(self, role: str, template: str | None = None, **context: Any) -> list[dict[str, str]]:
@@ -157,10 +165,13 @@ class Agents:
                       paid: dict[str, str] | None = None) -> list[dict[str, str]]:
         """``plans_wanted`` > 1: the search's ask for several plans at once (``partials/plans.j2``), with the
         methods that ``paid`` on another candidate of the search."""
-        if self.knowledge == "none":  # no diagnosis, methods or evidence: only the code, the GPU and the memory
+        if self.knowledge in FREE_ARMS:  # no diagnosis, methods or evidence: the code, the GPU, the memory (and the
+            # profile arm: the parent's measured counters)
             return self._messages("planner", "planner_free.j2", task_source=task_source, kernel_source=kernel_source,
                                   parent_speedup=parent_speedup, filtered=filtered, memory=memory,
-                                  rejection=rejection, plans_wanted=plans_wanted, paid=paid or {}, permitted=[])
+                                  rejection=rejection, plans_wanted=plans_wanted, paid=paid or {}, permitted=[],
+                                  profile=query.get("profile_numbers") if self.knowledge == "profile" else None,
+                                  profile_error=query.get("profile_error") if self.knowledge == "profile" else None)
         evidence = sorted((m for m in permitted if (m.get("measured") or {}).get("speedup")),
                           key=lambda m: (-((m.get("example") or {}).get("similarity") or 0.0), m["id"]))
         return self._messages("planner", task_source=task_source, kernel_source=kernel_source,
@@ -208,8 +219,15 @@ class Agents:
                                  expects=json_expects(schema, method_in))
 
     # roles ------------------------------------------------------------------------------------
-    def generate(self, *, step: str, round_: int, task_source: str, memory: dict[str, Any]) -> CodeAnswer:
-        return self._code("generator", step, round_, task_source=task_source, memory=memory)
+    def generate_messages(self, *, task_source: str, memory: dict[str, Any],
+                          advice: dict[str, Any] | None = None) -> list[dict[str, str]]:
+        """The seed prompt; with the KB's ``advice`` for the task's operations (the KB arm) when given."""
+        return self._messages("generator", task_source=task_source, memory=memory, advice=advice)
+
+    def generate(self, *, step: str, round_: int, task_source: str, memory: dict[str, Any],
+                 advice: dict[str, Any] | None = None) -> CodeAnswer:
+        return self._code("generator", step, round_, self.generate_messages(task_source=task_source, memory=memory,
+                                                                            advice=advice))
 
     def diagnose(self, *, step: str, round_: int, task_source: str, kernel_source: str,
                  failure: dict[str, Any], memory: dict[str, Any]) -> Diagnosis:
@@ -232,7 +250,7 @@ class Agents:
              memory: dict[str, Any], reasks: int = 1) -> PlanDecision:
         """The planner must name a permitted method: re-asked ``reasks`` times with the reason,
         then the top permitted method is used and that is recorded (``fallback``)."""
-        free = self.knowledge == "none"  # the ablation: any technique, checked for the answer's shape only
+        free = self.knowledge in FREE_ARMS  # the ablations: any technique, checked for the answer's shape only
         ids = [m["id"] for m in permitted]
         rejection = ""
         rejections: list[str] = []
@@ -267,13 +285,15 @@ class Agents:
             task_source=task_source, kernel_source=kernel_source, method=method, plan=plan, memory=memory))
 
     def review(self, *, step: str, round_: int, task_source: str, candidate: dict[str, Any],
-               result: dict[str, Any], parent: dict[str, Any] | None, memory: dict[str, Any]) -> ReviewDecision:
-        """Whether a candidate becomes the new parent, decided from the harness's evidence.
+               result: dict[str, Any], parent: dict[str, Any] | None, memory: dict[str, Any],
+               diff: str = "") -> ReviewDecision:
+        """Whether a candidate becomes the new parent.
 
-        The reviewer is only consulted for a correct candidate that has a parent to beat; its verdict
-        is checked against the numbers: it can never accept a candidate that is not faster than the parent
-        by more than the timing noise (what reviewer.j2 asks of it). Without a usable answer that rule
-        decides."""
+        Speed is decided by the measurements alone (:func:`~kernelskill.pipeline.loop.decisions.compare_to_parent`:
+        the interval of the ratio of speedups, or the IQR rule without intervals); no LLM reads the medians. The
+        reviewer is asked only about a correct candidate the measurements call faster than its parent, and only
+        as a code reviewer: its ``accept: false`` rejects a candidate it suspects of cheating or of breaking the
+        contract, never for its speed. Without a usable answer the measurements decide."""
         if result.get("harness_failure"):
             return ReviewDecision(accept=False, by="rule", reason=(
                 f"not evaluated: {result.get('status')} in the harness's own {result.get('stage')} stage "
@@ -282,25 +302,16 @@ class Agents:
             return ReviewDecision(accept=False, by="rule", reason=f"harness: {result.get('status')}")
         if parent is None:
             return ReviewDecision(accept=True, by="rule", reason="the first correct candidate")
-        speed, parent_speed = result.get("speedup") or 0.0, parent["result"].get("speedup") or 0.0
-        # faster than the parent by more than the timing noise: the larger relative IQR of the two medians
-        noise = max(_relative_iqr(result), _relative_iqr(parent["result"]))
-        faster = speed > parent_speed * (1.0 + noise)
-        measured = f"{speed:.3f}x vs parent {parent_speed:.3f}x, timing noise {noise:.1%}"
+        speed = compare_to_parent(result, parent["result"])
+        if not speed.improved:
+            return ReviewDecision(accept=False, by="rule", reason=speed.reason, speed=speed)
         value, reason = self._json("reviewer", REVIEW_SCHEMA, step, round_, task_source=task_source,
-                                   candidate=candidate, result=result, parent=parent, memory=memory)
+                                   candidate=candidate, result=result, parent=parent, memory=memory,
+                                   decision=speed.model_dump(), diff=diff,
+                                   noise_rule=noise_rule_text(result, parent["result"]))
         if value is None:
-            return ReviewDecision(accept=faster, by="rule", reason=f"no usable review ({reason}); {measured}")
-        if value["accept"] and not faster:
-            why = (f"{speed:.3f}x <= parent {parent_speed:.3f}x" if speed <= parent_speed else
-                   f"{speed:.3f}x, within the timing noise ({noise:.1%}) of parent {parent_speed:.3f}x")
-            return ReviewDecision(accept=False, by="rule", reason=f"the reviewer accepted, but the harness measured {why}")
-        return ReviewDecision(accept=bool(value["accept"]), reason=value["reason"])
-
-
-def _relative_iqr(result: dict[str, Any]) -> float:
-    """A result's timing noise: the IQR of its median time over the median (0 when not measured)."""
-    ms, iqr = result.get("candidate_ms"), result.get("candidate_iqr_ms")
-    if isinstance(ms, int | float) and isinstance(iqr, int | float) and ms > 0 and iqr >= 0:
-        return float(iqr) / float(ms)
-    return 0.0
+            return ReviewDecision(accept=True, by="rule", reason=f"{speed.reason} (no usable review: {reason})",
+                                  speed=speed)
+        if not value["accept"]:
+            return ReviewDecision(accept=False, reason=f"rejected by the code review: {value['reason']}", speed=speed)
+        return ReviewDecision(accept=True, reason=f"{speed.reason}; code review: {value['reason']}", speed=speed)

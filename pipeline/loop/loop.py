@@ -27,10 +27,23 @@ from pydantic import BaseModel, Field
 
 from kernelskill.config import LoopSettings
 from kernelskill.errors import KernelskillError
-from kernelskill.pipeline.loop.adapters import LoopEvaluator, Retriever, eval_view, query_view
-from kernelskill.pipeline.loop.agents import Agents, PlanDecision
+from kernelskill.pipeline.loop.adapters import (
+    LoopEvaluator,
+    Retriever,
+    eval_view,
+    profile_numbers,
+    query_view,
+)
+from kernelskill.pipeline.loop.agents import FREE_ARMS, Agents, PlanDecision
 from kernelskill.pipeline.loop.llm import LLMClient
-from kernelskill.pipeline.loop.memory import HARNESS_FAILURE, Attempt, Memory, Repair, diff_summary
+from kernelskill.pipeline.loop.memory import (
+    HARNESS_FAILURE,
+    Attempt,
+    Memory,
+    Repair,
+    diff_summary,
+    unified_diff,
+)
 from kernelskill.pipeline.loop.search import Candidate, Search, failed_reverification, search_enabled
 from kernelskill.pipeline.runs import SIDE, Paused, Run, gpu_request, markdown_report, run_gpu_step
 from kernelskill.pipeline.runs.report import spend
@@ -200,10 +213,37 @@ class Loop:
         return self._finish()
 
     # branches ------------------------------------------------------------------------------------
+    def seed_advice(self, step: str) -> dict[str, Any] | None:
+        """The KB's advice for the task's operations, for a generator step (the KB arm only; the ablation arms'
+        seed prompt carries none). Asked once per run and recorded (``advice.task``, a kb step); a run recorded
+        before the advice existed keeps its seed prompt as it was (its generator answer is in the log)."""
+        if self.options.knowledge != "kb":
+            return None
+        if self.run.log.find("advice.task", "task_advice") is None and \
+                self.run.log.find(f"{step}.1", "llm_call") is not None:
+            return None
+
+        def fetch() -> dict[str, Any]:
+            ask = getattr(self.retriever, "task_advice", None)
+            if ask is None:
+                return {"advice": None, "error": "the retriever offers no task advice"}
+            try:
+                advice = ask(self.run.task_path, protocol=self.run.protocol)
+            except KernelskillError as exc:  # a broken KB stops the query steps later; the seed goes on without
+                log.warning("task advice: %s", exc)
+                return {"advice": None, "error": str(exc)}
+            if advice is None:
+                return {"advice": None, "error": "the retriever offers no task advice"}
+            return {"advice": advice.model_dump(mode="json") if hasattr(advice, "model_dump") else dict(advice)}
+
+        return self._recorded("kb", "task_advice", "advice.task", fetch).get("advice")
+
     def _generate(self, r: int) -> tuple[str, Any, dict[str, Any]]:
         step = f"r{r:02d}.generate"
         self._phase("generate")
-        answer = self.agents.generate(step=step, round_=r, task_source=self.task_source, memory=self.memory.view())
+        advice = self.seed_advice(step)
+        answer = self.agents.generate(step=step, round_=r, task_source=self.task_source, memory=self.memory.view(),
+                                      advice=advice)
         return step, answer, {"branch": "generate", "parent": None}
 
     def _repair(self, r: int, target: Candidate) -> tuple[str, Any, dict[str, Any]]:
@@ -244,8 +284,28 @@ class Loop:
         data = self._recorded("kb", "query", f"query.{name}", do_query)
         return query_view(data["result"]) | {"error": data.get("error")}
 
+    def _profile_numbers(self, parent: Candidate) -> dict[str, Any]:
+        """The ``profile`` arm: the parent profiled (the same gpu step as the KB arm's) and its counters read
+        without the KB (``kb`` side step ``numbers.<step>``, so a split run records it where the query runs)."""
+        self._phase("profile")
+        prof = self._gpu(gpu_request("profile", f"profile.{parent.step}", parent.path))
+
+        def read() -> dict[str, Any]:
+            if not prof.get("csv"):
+                return {"candidate": parent.path, "numbers": None,
+                        "error": str(prof.get("message") or "no profile was captured")}
+            read_numbers = getattr(self.retriever, "profile_numbers", None) or profile_numbers  # a plugin may lack it
+            try:
+                numbers = read_numbers(self.run.path / prof["csv"])
+            except KernelskillError as exc:  # a profile that does not read is a fact about this parent
+                log.warning("profile of %s: %s", parent.path, exc)
+                return {"candidate": parent.path, "numbers": None, "error": str(exc)}
+            return {"candidate": parent.path, "numbers": numbers}
+
+        return self._recorded("kb", "profile_numbers", f"numbers.{parent.step}", read)
+
     def _optimize(self, r: int, parent: Candidate) -> tuple[str, Any, dict[str, Any]] | str:
-        if self.options.knowledge == "none":
+        if self.options.knowledge in FREE_ARMS:
             return self._optimize_free(r, parent)
         query = self._profile_and_query(parent)
         grand = self._by_path(parent.parent)
@@ -280,17 +340,20 @@ class Loop:
                                               "plan": plan.plan, "base_source": source}
 
     def _optimize_free(self, r: int, parent: Candidate) -> tuple[str, Any, dict[str, Any]]:
-        """The ablation arm (``knowledge: none``): no profile, no query; the planner names any technique
-        (its answer is checked for shape only) and the writer gets the plan without KB guidance."""
+        """The ablation arms (``knowledge: none`` and ``profile``): no query; the planner names any technique
+        (its answer is checked for shape only) and the writer gets the plan without KB guidance. The ``profile``
+        arm profiles the parent and shows the planner its counters (no KB content)."""
+        numbers = self._profile_numbers(parent) if self.options.knowledge == "profile" else None
         self._phase("plan")
         source = self.run.read(parent.path)
         failed = self.memory.failed_methods(parent.path)
+        query = {"profile_numbers": numbers.get("numbers"), "profile_error": numbers.get("error")} if numbers else {}
         plan: PlanDecision = self.agents.plan(
             step=f"r{r:02d}.plan", round_=r, task_source=self.task_source, kernel_source=source,
-            parent_speedup=parent.result.get("speedup") or 0.0, query={}, permitted=[], filtered=failed,
+            parent_speedup=parent.result.get("speedup") or 0.0, query=query, permitted=[], filtered=failed,
             memory=self.memory.view(), reasks=self.options.reask_planner)
         self._note("plan", f"r{r:02d}.plan", {"parent": parent.path, "offered": [], "filtered": failed,
-                                              "knowledge": "none", **plan.model_dump()})
+                                              "knowledge": self.options.knowledge, **plan.model_dump()})
         self._phase("optimize")
         method = {"id": plan.method, "name": "", "guidance": ""}
         answer = self.agents.optimize(step=f"r{r:02d}.optimize", round_=r, task_source=self.task_source,
@@ -331,12 +394,16 @@ class Loop:
                 "stage_timings": result["stage_timings"], "message": result["message"]})
         self._phase("review")
         parent_view = None
+        diff = ""
         if self.parent is not None:
             parent_view = {"step": self.parent.step, "result": self.parent.result}
+            diff = unified_diff(self.run.read(self.parent.path), answer.code, before_name=self.parent.path,
+                                after_name=rel)
         decision = self.agents.review(step=f"r{r:02d}.review", round_=r, task_source=self.task_source,
                                       candidate={"step": step, "branch": cand.branch, "method": cand.method},
-                                      result=result, parent=parent_view, memory=self.memory.view())
+                                      result=result, parent=parent_view, memory=self.memory.view(), diff=diff)
         cand.accepted = decision.accept
+        cand.rejected_by_review = decision.by == "reviewer" and not decision.accept
         attempt = Attempt(round=r, step=step, candidate=rel, parent=cand.parent, branch=cand.branch,
                           derived_from=repairs or cand.parent, method=cand.method, plan=meta.get("plan"),
                           diff_summary=diff_summary(base_source, answer.code), result_class=result_class,
@@ -346,6 +413,7 @@ class Loop:
         if decision.accept and not failed_reverification(self.run, cand.step):
             self.parent = self._choose_parent(cand)
         self._note("attempt", f"r{r:02d}", {**attempt.model_dump(), "review_by": decision.by,
+                                             "speed_decision": decision.speed.model_dump() if decision.speed else None,
                                              "asks": answer.asks, "parent_after": self.parent.path if self.parent else None})
         return cand
 
@@ -359,13 +427,20 @@ class Loop:
         return max(pool, key=lambda c: (c.result.get("speedup") or 0.0, c.round))
 
     # the end -----------------------------------------------------------------------------------------
+    def final_candidates(self) -> list[Candidate]:
+        """Who may be the run's final pick, fastest first: every correct candidate (accepted as a parent or not:
+        a gain within noise of its parent is still a correct kernel at its measured speed), except those the
+        code review rejected as suspect; earlier round, then step, on a tie."""
+        pool = [c for c in self.candidates.values() if c.result.get("correct") and not c.rejected_by_review]
+        return sorted(pool, key=lambda c: (-(c.result.get("speedup") or 0.0), c.round, c.step))
+
     def _finish(self) -> LoopResult:
+        """The final pick: the fastest candidate whose re-verification on a fresh seed passed (up to
+        ``verify_candidates`` of the fastest are tried, in order)."""
         self._phase("verify")
-        ranked = sorted((c for c in self.candidates.values() if c.accepted),
-                        key=lambda c: (-(c.result.get("speedup") or 0.0), c.round))
         best: Candidate | None = None
         verified: dict[str, Any] | None = None
-        for cand in ranked[: max(1, self.options.verify_candidates)]:
+        for cand in self.final_candidates()[: max(1, self.options.verify_candidates)]:
             data = self._gpu(gpu_request("eval", f"verify.{cand.step}", cand.path, seed=self.options.verify_seed))
             verified = eval_view(data["result"])
             if verified["correct"]:
@@ -379,6 +454,8 @@ class Loop:
         if best is not None and verified is not None:
             summary = {"candidate": best.path, "step": best.step, "round": best.round, "method": best.method,
                        "speedup": best.result.get("speedup"), "verified_speedup": verified.get("speedup"),
+                       "verified_speedup_ci": verified.get("speedup_ci"), "verify_step": f"verify.{best.step}",
+                       "accepted": best.accepted,
                        "candidate_ms": best.result.get("candidate_ms"), "baseline_ms": best.result.get("baseline_ms")}
             header = (f"# kernelskill run {self.run.id}: best candidate {best.step} "
                       f"(speedup {best.result.get('speedup')}x, re-verified {verified.get('speedup')}x on seed "

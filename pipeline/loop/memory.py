@@ -66,6 +66,32 @@ def diff_summary(before: str | None, after: str | None) -> str:
     return f"+{added}/-{removed} lines"
 
 
+#: how much of a candidate's diff against its parent the reviewer is shown
+DIFF_MAX_LINES = 400
+DIFF_MAX_CHARS = 24_000
+
+
+def unified_diff(before: str | None, after: str | None, *, before_name: str = "parent",
+                 after_name: str = "candidate", max_lines: int = DIFF_MAX_LINES,
+                 max_chars: int = DIFF_MAX_CHARS) -> str:
+    """The unified diff of ``after`` against ``before`` (3 lines of context), at most ``max_lines`` lines and
+    ``max_chars`` characters; a diff cut there ends with a line that says how many lines were left out."""
+    if before is None or after is None:
+        return ""
+    lines = list(difflib.unified_diff(before.splitlines(), after.splitlines(), fromfile=before_name,
+                                      tofile=after_name, lineterm=""))
+    kept: list[str] = []
+    size = 0
+    for line in lines:
+        if len(kept) >= max_lines or size + len(line) + 1 > max_chars:
+            break
+        kept.append(line)
+        size += len(line) + 1
+    if len(kept) < len(lines):
+        kept.append(f"... (the diff continues for {len(lines) - len(kept)} more lines, not shown)")
+    return "\n".join(kept)
+
+
 class Memory:
     def __init__(self) -> None:
         self.attempts: list[Attempt] = []

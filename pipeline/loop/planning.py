@@ -8,7 +8,7 @@ from typing import Any
 
 from pydantic import BaseModel
 
-from kernelskill.pipeline.loop.agents import PLAN_SCHEMA, Agents, PlanDecision, json_expects
+from kernelskill.pipeline.loop.agents import FREE_ARMS, PLAN_SCHEMA, Agents, PlanDecision, json_expects
 from kernelskill.pipeline.runs.answers import plans_problem
 
 
@@ -29,7 +29,7 @@ def plan_many(agents: Agents, *, step: str, round_: int, wanted: int, task_sourc
               filtered: dict[str, str], paid: dict[str, str], memory: dict[str, Any], reasks: int = 1) -> PlanSet:
     """Ask under ``<step>.1`` (then ``<step>.2`` ... with the reason) for up to ``wanted`` plans."""
     assert agents.llm is not None
-    free = agents.knowledge == "none"
+    free = agents.knowledge in FREE_ARMS
     ids = None if free else [m["id"] for m in permitted]
     schema = plans_schema()
     expects = json_expects(schema, ids) | {"plans_wanted": wanted}

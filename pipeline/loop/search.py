@@ -28,8 +28,8 @@ from typing import Any
 from pydantic import BaseModel, Field
 
 from kernelskill.pipeline.loop.adapters import eval_view
-from kernelskill.pipeline.loop.agents import CodeAnswer, PlanDecision
-from kernelskill.pipeline.loop.memory import HARNESS_FAILURE, Attempt, Repair, diff_summary
+from kernelskill.pipeline.loop.agents import FREE_ARMS, CodeAnswer, PlanDecision
+from kernelskill.pipeline.loop.memory import HARNESS_FAILURE, Attempt, Repair, diff_summary, unified_diff
 from kernelskill.pipeline.loop.planning import plan_many
 from kernelskill.pipeline.runs import Paused, gpu_request, run_gpu_step
 from kernelskill.pipeline.runs.gpu_side import PendingStep
@@ -53,6 +53,7 @@ class Candidate(BaseModel):
     method: str | None = None
     result: dict[str, Any] = Field(default_factory=dict)
     accepted: bool = False
+    rejected_by_review: bool = False  # the code review suspected a cheat: never a parent, never the final pick
 
 
 def failed_reverification(run: Any, step: str) -> bool:
@@ -136,9 +137,10 @@ class Search:
         return out
 
     def frontier(self) -> list[Candidate]:
-        """The best F correct candidates (fastest first; earlier round, then step, on a tie)."""
-        pool = [c for c in self.loop.candidates.values()
-                if c.result.get("correct") and not failed_reverification(self.loop.run, c.step)]
+        """The best F correct candidates (fastest first; earlier round, then step, on a tie); a candidate the code
+        review rejected as suspect is none."""
+        pool = [c for c in self.loop.candidates.values() if c.result.get("correct") and not c.rejected_by_review
+                and not failed_reverification(self.loop.run, c.step)]
         pool.sort(key=lambda c: (-(c.result.get("speedup") or 0.0), c.round, c.step))
         return pool[: self.options.frontier]
 
@@ -217,8 +219,12 @@ class Search:
         loop = self.loop
         counts = spread(self.options.candidates_per_round, len(frontier))
         members = [(i, m, n) for i, (m, n) in enumerate(zip(frontier, counts, strict=True), start=1) if n]
-        if self.options.knowledge == "none":
-            queries: list[Any] = [{"permitted": [], "fields": {}} for _ in members]
+        if self.options.knowledge == "profile":  # the counters, no KB content
+            numbers = self.collect([lambda m=m: loop._profile_numbers(m) for _, m, _ in members])
+            queries: list[Any] = [{"permitted": [], "fields": {}, "profile_numbers": n.get("numbers"),
+                                   "profile_error": n.get("error")} for n in numbers]
+        elif self.options.knowledge == "none":
+            queries = [{"permitted": [], "fields": {}} for _ in members]
         else:
             queries = self.collect([lambda m=m: loop._profile_and_query(m) for _, m, _ in members])
         memory = loop.memory.view()
@@ -226,7 +232,7 @@ class Search:
 
         def plan(i: int, member: Candidate, n: int, query: dict[str, Any]) -> list[Slot]:
             step = f"r{r:02d}.plan.p{i}"
-            free = self.options.knowledge == "none"
+            free = self.options.knowledge in FREE_ARMS
             permitted = query.get("permitted") or []
             if not free and not permitted:
                 loop._note("no_permitted_method", step, {"parent": member.path, "query": query})
@@ -246,11 +252,13 @@ class Search:
             source = loop.run.read(member.path)
             plans = plan_many(loop.agents, step=step, round_=r, wanted=n, task_source=loop.task_source,
                               kernel_source=source, parent_speedup=member.result.get("speedup") or 0.0,
-                              query=query if not free else {}, permitted=offered, filtered=filtered, paid=paid,
+                              query=query if not free else {k: v for k, v in query.items()
+                                                             if k.startswith("profile_")}, permitted=offered, filtered=filtered, paid=paid,
                               memory=memory, reasks=self.options.reask_planner)
             loop._note("plan", step, {"parent": member.path, "offered": [m["id"] for m in offered],
                                       "filtered": filtered, "paid_elsewhere": paid, "wanted": n,
-                                      **({"knowledge": "none"} if free else {}), **plans.model_dump()})
+                                      **({"knowledge": self.options.knowledge} if free else {}),
+                                      **plans.model_dump()})
             by_id = {m["id"]: m for m in offered}
             return [Slot(step="", tag="", branch="optimize", parent=member.path, method=p.method, plan=p.plan,
                          decision=p, method_info=by_id.get(p.method), base_source=source) for p in plans.plans]
@@ -267,11 +275,12 @@ class Search:
         loop = self.loop
         memory = loop.memory.view()
         loop._phase(branch)
+        advice = loop.seed_advice(slots[0].step) if branch == "generate" and slots else None
 
         def one(s: Slot) -> None:
             if s.branch == "generate":
                 s.answer = loop.agents.generate(step=s.step, round_=loop._round, task_source=loop.task_source,
-                                                memory=memory)
+                                                memory=memory, advice=advice)
                 return
             method = s.method_info or {"id": s.method, "name": "", "guidance": ""}
             assert s.decision is not None
@@ -316,9 +325,11 @@ class Search:
             assert s.candidate is not None
             parent = loop._by_path(s.parent)
             parent_view = {"step": parent.step, "result": parent.result} if parent is not None else None
+            diff = (unified_diff(loop.run.read(parent.path), s.answer.code if s.answer else None,
+                                 before_name=parent.path, after_name=s.candidate.path) if parent is not None else "")
             return loop.agents.review(step=f"r{r:02d}.review.{s.tag}", round_=r, task_source=loop.task_source,
                                       candidate={"step": s.step, "branch": s.branch, "method": s.method},
-                                      result=s.candidate.result, parent=parent_view, memory=memory)
+                                      result=s.candidate.result, parent=parent_view, memory=memory, diff=diff)
 
         decisions = self.collect([lambda s=s: review(s) for s in with_code], llm=True)
         for s, decision in zip(with_code, decisions, strict=True):
@@ -327,6 +338,7 @@ class Search:
             result = cand.result
             result_class = HARNESS_FAILURE if result["harness_failure"] else result["status"]
             cand.accepted = decision.accept
+            cand.rejected_by_review = decision.by == "reviewer" and not decision.accept
             self._repair_outcome(s, result_class)
             attempt = Attempt(round=r, step=s.step, candidate=cand.path, parent=cand.parent, branch=cand.branch,
                               derived_from=s.repairs or cand.parent, method=cand.method, plan=s.plan,
@@ -337,6 +349,7 @@ class Search:
             front = self.frontier()
             loop.parent = front[0] if front else loop.parent
             loop._note("attempt", s.step, {**attempt.model_dump(), "review_by": decision.by, "asks": s.answer.asks,
+                                           "speed_decision": decision.speed.model_dump() if decision.speed else None,
                                            "parent_after": loop.parent.path if loop.parent else None,
                                            "frontier_after": [c.path for c in front]})
         return [s.candidate for s in slots]
