@@ -9,6 +9,7 @@ import subprocess
 import sys
 from collections import Counter
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -336,3 +337,29 @@ def test_replay_reruns_a_recorded_trajectory_at_no_cost(tmp_path: Path, task_fil
     assert [a["method"] for a in again.trajectory] == [a["method"] for a in first.trajectory]
     assert again.best["speedup"] == first.best["speedup"] and again.cost_usd == 0.0
     assert {e["data"]["provider"] for e in run.log.of_type("llm_call")} == {"replay"}
+
+
+class EvaluatesOnAnH100(ScriptedEvaluator):
+    """Every result names the device that measured it, as the harness's ``details["gpu"]`` does."""
+
+    def evaluate(self, task: Path, candidate: Path, *, seed: int | None = None) -> dict[str, Any]:
+        out = super().evaluate(task, candidate, seed=seed)
+        out.setdefault("details", {})["gpu"] = {"name": "NVIDIA H100 80GB HBM3", "arch": "sm_90", "sm_count": 132,
+                                                "l2_mb": 50, "memory_gb": 79.2, "copy_tb_s": 2.87}
+        return out
+
+
+def test_the_prompts_describe_the_gpu_that_evaluated_last(tmp_path: Path, task_file: Path) -> None:
+    """Before any evaluation the prompts state the configured card; after one they state the device that measured
+    it (its name and its measured copy bandwidth), and a resumed run replays the same descriptions."""
+    store = RunStore(tmp_path / "runs")
+    options = LoopOptions(rounds=5)
+    run = store.create(task_file, {"model": "test-model", "options": options.model_dump()})
+    with ScriptedOpenAI(main_script()) as server:
+        Loop(run, LLMClient.from_settings(llm_settings(server.base_url)), EvaluatesOnAnH100(), retriever(),
+             options).execute()
+    prompts = {e["step"]: e["data"]["messages"][-1]["content"] for e in run.log.of_type("llm_call")}
+    assert "H200" in prompts["r00.generate.1"] and "H100" not in prompts["r00.generate.1"]
+    later = prompts["r02.optimize.1"]
+    assert "NVIDIA H100 80GB HBM3" in later and "H200" not in later
+    assert "2.87 TB/s measured" in later and "50 MB L2" in later

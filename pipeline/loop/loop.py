@@ -27,6 +27,7 @@ from pydantic import BaseModel, Field
 
 from kernelskill.config import LoopSettings
 from kernelskill.errors import KernelskillError
+from kernelskill.pipeline.harness.gpu_facts import prompt_gpu
 from kernelskill.pipeline.loop.adapters import (
     LoopEvaluator,
     Retriever,
@@ -103,6 +104,7 @@ class Loop:
         self.progress: dict[str, Any] = {"run": run.id, "round": 0, "rounds": self.options.rounds,
                                          "phase": "start", "best_speedup": None, "tokens": 0, "cost_usd": 0.0}
         self._round = 0
+        self._device_seen: dict[str, Any] | None = None  # details["gpu"] of the last evaluation
 
     # step helpers ------------------------------------------------------------------------------
     def _phase(self, phase: str) -> None:
@@ -122,10 +124,28 @@ class Loop:
         The request is stdlib JSON, so the other machine of a split run can execute it alone."""
         event = self.run.log.find(request["step"], request["type"])
         if event is not None:
-            return event["data"]
-        request = {**request, "round": self._round}  # so that the other machine records it in this round
-        self._guard("gpu", request["step"], request)
-        return run_gpu_step(self.run, request, self.evaluator, round_=self._round)["data"]
+            data = event["data"]
+        else:
+            request = {**request, "round": self._round}  # so that the other machine records it in this round
+            self._guard("gpu", request["step"], request)
+            data = run_gpu_step(self.run, request, self.evaluator, round_=self._round)["data"]
+        if request["type"] == "eval":
+            self._track_device(data)
+        return data
+
+    def _track_device(self, data: dict[str, Any]) -> None:
+        """The prompts describe the GPU that evaluated last (its name and measured facts), and say so when a run
+        moved to another card; replayed steps update it in the same order, so a resumed run's prompts match."""
+        facts = ((data.get("result") or {}).get("details") or {}).get("gpu")
+        if not isinstance(facts, dict) or not facts.get("arch"):
+            return
+        contract = self.agents.gpu.get("contract")
+        described = prompt_gpu(str(facts["arch"]), protocol=(contract or {}).get("name"), evaluated=facts,
+                               previous=self._device_seen)
+        if contract is not None:
+            described["contract"] = contract  # the run's contract (with the loop's additions) stays as it was
+        self.agents.gpu = described
+        self._device_seen = facts
 
     def _recorded(self, kind: str, type_: str, step: str, fn: Callable[[], dict[str, Any]]) -> dict[str, Any]:
         event = self.run.log.find(step, type_)
