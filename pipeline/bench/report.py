@@ -25,6 +25,7 @@ from typing import Any
 
 from kernelskill.pipeline.bench.suite import Suite
 from kernelskill.pipeline.runs import Run
+from kernelskill.pipeline.runs.final import final_pick
 from kernelskill.pipeline.runs.report import round_rows, spend
 from kernelskill.protocols import load_protocol
 
@@ -128,20 +129,19 @@ def task_row(entry: dict[str, Any], run: Run | None, *, upto_round: int | None =
 
 
 def _final_pick(row: dict[str, Any], events: list[dict[str, Any]], passed: list[dict[str, Any]]) -> None:
-    """The loop's own final pick (``run_finished``) with the speedups of its re-verification (one of the
-    ``passed`` re-verification events), when it has one."""
-    finished = [e for e in events if e["type"] == "run_finished"]
-    best = ((finished[-1].get("data") or {}).get("best") or {}) if finished else {}
-    candidate = best.get("candidate")
-    if not candidate:
+    """The loop's own final pick with the speedups of its passed re-verification, read through
+    :func:`~kernelskill.pipeline.runs.final.final_pick` so that this report, ``runs list``, ``runs report`` and
+    the HTML show the same number for the same candidate."""
+    pick = final_pick(events)
+    if pick is None:
         return
+    candidate = pick["candidate"]
     row["final_candidate"] = candidate
     checks = [e for e in passed if e["data"].get("candidate") == candidate]
     if checks:
-        result = checks[-1]["data"].get("result") or {}
-        speed = result.get("speedup")
-        compile_ = _speedup_vs_compile(result)
-        row["final_speedup"] = round(float(speed), 6) if isinstance(speed, int | float) else None
+        compile_ = _speedup_vs_compile(checks[-1]["data"].get("result") or {})
+        row["final_speedup"] = pick["speedup"]
+        row["final_speedup_ci"] = pick["speedup_ci"]
         row["final_speedup_compile"] = None if compile_ is None else round(compile_, 6)
 
 

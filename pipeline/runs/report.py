@@ -8,6 +8,7 @@ from typing import Any
 
 from kernelskill.pipeline.runs import html as page
 from kernelskill.pipeline.runs.events import TASK
+from kernelskill.pipeline.runs.final import final_pick
 from kernelskill.pipeline.runs.gpu_steps import pending_request
 from kernelskill.pipeline.runs.store import Run
 
@@ -23,6 +24,7 @@ def summary(run: Run) -> dict[str, Any]:
     llm = [e["data"] for e in events if e["type"] == "llm_call"]
     finished = [e["data"] for e in events if e["type"] == "run_finished"]
     accepted = [a["speedup"] for a in attempts if a.get("accepted") and a.get("speedup")]
+    pick = final_pick(events) if finished else None
     return {
         "id": run.id, "task": manifest.get("task_name", TASK), "created": manifest.get("created"),
         "model": manifest.get("model"),
@@ -31,7 +33,9 @@ def summary(run: Run) -> dict[str, Any]:
         "rounds": max((a["round"] for a in attempts), default=0),
         "attempts": len(attempts), "evals": sum(1 for e in events if e["type"] == "eval"),
         "best_speedup": max(accepted, default=None),
-        "verified_speedup": (finished[-1]["best"] or {}).get("verified_speedup") if finished else None,
+        # what the run delivers: its final pick at its re-verification's speedup (the one number every view shows)
+        "verified_speedup": pick["speedup"] if pick else None,
+        "verified_speedup_ci": pick["speedup_ci"] if pick else None,
         "waits_for": (lambda p: f"{p['side']} {p['before']}" if p else None)(pending_request(run)),
         "llm_calls": len(llm), **spend(llm),
         "knowledge": (manifest.get("options") or {}).get("knowledge", "kb"),
@@ -79,11 +83,14 @@ def markdown_report(run: Run) -> str:
              f"- task: `{s['task']}`; answered by: {s['answered_by']}; status: **{s['status']}**",
              f"- rounds: {s['rounds']}; candidates evaluated: {s['evals']}; LLM calls: {s['llm_calls']}, "
              f"{s['tokens']} tokens, ${s['cost_usd']:.4f}"]
-    if best:
-        lines.append(f"- best: `{best['candidate']}` (round {best['round']}, method `{best['method'] or '-'}`): "
-                     f"speedup **{_cell(best['speedup'])}x** over eager, re-verified on a fresh seed at "
-                     f"{_cell(best['verified_speedup'])}x ({_cell(best['candidate_ms'])} ms vs "
-                     f"{_cell(best['baseline_ms'])} ms); file `best.py`")
+    pick = final_pick(events) if best else None
+    if best and pick:
+        ci = pick.get("speedup_ci")
+        lines.append(f"- final pick: `{pick['candidate']}` (round {pick['round']}, method `{pick['method'] or '-'}`): "
+                     f"**{_cell(pick['speedup'])}x** over eager"
+                     + (f" (95 % interval {_cell(ci[0])}-{_cell(ci[1])}x)" if ci else "")
+                     + f", measured by its re-verification on a fresh seed ({_cell(pick['candidate_ms'])} ms vs "
+                     f"{_cell(pick['baseline_ms'])} ms); {_cell(pick['found_speedup'])}x in its round; file `best.py`")
     elif finished:
         lines.append("- no candidate was correct and re-verified")
     if s["knowledge"] == "none":
