@@ -27,13 +27,18 @@ def _store(ctx):
 def _open(ctx, run: str):
     """A run by folder path, by id under ``<home>/runs``, or by id in a suite under ``<home>/suites``
     (``bench run`` keeps each suite's runs in ``<suite>/runs``)."""
+    from pathlib import Path
+
     from kernelskill.errors import KernelskillError
     from kernelskill.pipeline.runs import MANIFEST, Run, RunStore
     from kernelskill.pipeline.runs.portable import is_run_id
 
     settings = ctx.settings()
+    store = RunStore(settings.runs_dir)
+    if any((p / MANIFEST).is_file() for p in (settings.runs_dir / run, Path(run))):
+        return store.open(run)  # it is there: any error opening it is that run's own (a log too large, ...)
     try:
-        return RunStore(settings.runs_dir).open(run)
+        return store.open(run)
     except KernelskillError:
         suites = settings.home / "suites"
         found = sorted(suites.glob(f"*/runs/{run}/{MANIFEST}")) if is_run_id(run) and suites.is_dir() else []
