@@ -23,9 +23,9 @@ from typing import TYPE_CHECKING, Any
 
 from kernelskill.errors import KernelskillError
 
+from .result import FeatureSummary, KernelDiagnosis, KernelSummary, ProfileSummary, QueryResult, TraceStep
 from .task_routes import TaskAdvice, advise, decide_family, forward_families
 from .task_routes import is_task_only as task_only
-from .result import FeatureSummary, KernelDiagnosis, KernelSummary, ProfileSummary, QueryResult, TraceStep
 
 if TYPE_CHECKING:
     from .kernels import KernelView
