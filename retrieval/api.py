@@ -23,6 +23,7 @@ from typing import TYPE_CHECKING, Any
 
 from kernelskill.errors import KernelskillError
 
+from .applied import applied_methods
 from .result import FeatureSummary, KernelDiagnosis, KernelSummary, ProfileSummary, QueryResult, TraceStep
 from .task_routes import TaskAdvice, advise, decide_family, forward_families
 from .task_routes import is_task_only as task_only
@@ -421,8 +422,11 @@ def query(kernel: str | Path, *, task: str | Path | None = None, profile: str | 
     # one cached query embedding (the planner asks again every round).
     text = query_text(feats.values, op_summary=task_info.summary() if task_info else "",
                       bottleneck=decision.bottleneck.name, bottleneck_text=b_text, tier=decision.tier.name)
-    permitted = rank_methods(store, decision.permitted, text, case_id=decision.case.id, k=k,
-                             static_only=profile is None)
+    applied = applied_methods(source, decision.env)
+    offered = [m for m in decision.permitted if m.id not in applied]
+    for a in applied.values():
+        a.in_case = a.id in decision.case.methods
+    permitted = rank_methods(store, offered, text, case_id=decision.case.id, k=k, static_only=profile is None)
     flush = getattr(store, "flush", None)  # a DiskReadsKB keeps the reads it took from the store
     if callable(flush):
         flush()
@@ -446,7 +450,7 @@ def query(kernel: str | Path, *, task: str | Path | None = None, profile: str | 
         features=feats, context=context_out, profile=prof_summary, kernels=routing.rows,
         target_kernel=routing.chosen.name if routing.chosen is not None else None, tier=decision.tier,
         bottleneck=decision.bottleneck, case=decision.case, permitted=permitted, forbidden=decision.forbidden,
-        vetoes=decision.vetoes, query_text=text, trace=hints.trace_steps() + routing.steps + decision.trace,
+        vetoes=decision.vetoes, applied=sorted(applied.values(), key=lambda a: (not a.in_case, a.id)), query_text=text, trace=hints.trace_steps() + routing.steps + decision.trace,
         notes=notes + routing.notes,
         timings_ms={k: round(v, 3) for k, v in timings.items()})
 

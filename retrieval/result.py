@@ -184,6 +184,16 @@ class ForbiddenMethod(_Model):
     case: str | None = None
 
 
+class AppliedMethod(_Model):
+    """A method the queried kernel already applies (retrieval/applied_methods.yaml): not offered again."""
+
+    id: str
+    line: int | None = None  # the source line that shows it (None: decided from features or context)
+    evidence: str = ""
+    rule: str = ""
+    in_case: bool = False  # the matched case lists it (so it would have been offered)
+
+
 class VetoApplied(_Model):
     id: str
     title: str
@@ -208,6 +218,7 @@ class QueryResult(_Model):
     permitted: list[PermittedMethod] = Field(default_factory=list)
     forbidden: list[ForbiddenMethod] = Field(default_factory=list)
     vetoes: list[VetoApplied] = Field(default_factory=list)
+    applied: list[AppliedMethod] = Field(default_factory=list)  # already in the kernel, not offered
     query_text: str = ""
     trace: list[TraceStep] = Field(default_factory=list)
     notes: list[str] = Field(default_factory=list)
