@@ -63,9 +63,11 @@ def _live_profile(task: Path | None, kernel: Path, settings: Any) -> Any:
               help="Set a context field, e.g. --context tolerance_atol=1e-4 --context task_dtype=bf16.")
 @click.option("-k", "k", type=click.IntRange(1, 20), default=3, show_default=True,
               help="Skill docs to attach per permitted method.")
+@click.option("--why", "why", default=None, metavar="METHOD",
+              help="Also say why METHOD is or is not in the answer, one line per reason with the values.")
 @common_options
 def query(ctx, kernel: Path, task: Path | None, profile_path: Path | None, run_ncu: bool, explain: bool,
-          context_items: tuple[str, ...], k: int) -> None:
+          context_items: tuple[str, ...], k: int, why: str | None) -> None:
     """Which methods apply to KERNEL, and why (offline; no GPU, no LLM)."""
     if profile_path is not None and run_ncu:
         raise KernelskillError("give either --profile or --ncu, not both")
@@ -74,13 +76,25 @@ def query(ctx, kernel: Path, task: Path | None, profile_path: Path | None, run_n
         if task is not None:
             check_task(task, option="--task")
         prof = _live_profile(task, kernel, ctx.settings())
-    result = query_result(ctx, kernel, task=task, profile=prof, context=_parse_context(context_items), k=k)
-    emit(ctx, result, lambda r: render(r, explain=explain))
+    result = query_result(ctx, kernel, task=task, profile=prof, context=_parse_context(context_items), k=k,
+                          why=why)
+    emit(ctx, result, lambda r: (render(r, explain=explain), render_why(r.method_why)))
 
 
-def query_result(ctx, kernel: Path, *, task: Path | None, profile: Any, context: dict[str, Any], k: int) -> Any:
+def query_result(ctx, kernel: Path, *, task: Path | None, profile: Any, context: dict[str, Any], k: int,
+                 why: str | None = None) -> Any:
     """The QueryResult ``query`` shows (the MCP tool calls this too): the task and the context fields are
-    checked first; a missing KB is built once, with a note and progress on stderr."""
+    checked first; a missing KB is built once, with a note and progress on stderr. With ``why`` (a method
+    id) its ``method_why`` says why that method is or is not in the answer."""
+    result = _query_result(ctx, kernel, task=task, profile=profile, context=context, k=k)
+    if why:
+        from kernelskill.retrieval.api import why_method
+
+        result.method_why = why_method(result, why, settings=ctx.settings())
+    return result
+
+
+def _query_result(ctx, kernel: Path, *, task: Path | None, profile: Any, context: dict[str, Any], k: int) -> Any:
     from kernelskill.kb.sources import CURRENT
     from kernelskill.retrieval.api import query as run_query
 
@@ -229,6 +243,19 @@ def render(r: Any, *, explain: bool = False) -> None:
         t.add_row(s.kind, s.id, e(s.expr or ""), _inputs(s.inputs),
                   _v(s.value) + (f" [dim]{e(s.note)}[/]" if s.note else ""))
     con.print(t)
+
+
+def render_why(w: Any) -> None:
+    """``--why METHOD``: one line per reason."""
+    if w is None:
+        return
+    from rich.markup import escape as e
+
+    con = console()
+    state = "[green]in the answer[/]" if w.in_answer else "[yellow]not in the answer[/]"
+    con.print(f"[bold]why {e(w.method)}[/]: {state} ({w.status})")
+    for r in w.reasons:
+        con.print(f"  - {e(r.text)}")
 
 
 def _short(path: str) -> str:

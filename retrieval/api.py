@@ -16,7 +16,7 @@ import logging
 import threading
 import time
 from collections import OrderedDict
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -24,7 +24,15 @@ from typing import TYPE_CHECKING, Any
 from kernelskill.errors import KernelskillError
 
 from .applied import applied_methods
-from .result import FeatureSummary, KernelDiagnosis, KernelSummary, ProfileSummary, QueryResult, TraceStep
+from .result import (
+    FeatureSummary,
+    KernelDiagnosis,
+    KernelSummary,
+    MethodWhy,
+    ProfileSummary,
+    QueryResult,
+    TraceStep,
+)
 from .task_routes import TaskAdvice, advise, decide_family, forward_families
 from .task_routes import is_task_only as task_only
 
@@ -561,3 +569,26 @@ def rank_methods_for_task(store: Any, decision: Any, k: int) -> list[Any]:
     from .ranking import rank_methods
 
     return rank_methods(store, decision.permitted, "", case_id=decision.case.id, k=k) if decision.permitted else []
+
+
+# ------------------------------------------------------------------------------------------- --why
+def _all_cases_and_methods(store: Any) -> tuple[list[Any], list[Any]]:
+    real = store.store() if callable(getattr(store, "store", None)) else store  # a DiskReadsKB: the real store
+    return list(real.cases()), list(store.methods())
+
+
+def why_method(result: QueryResult, method: str, *, settings: Any = None, store: Any = None,
+               cut: int | None = None, failed: Iterable[str] = ()) -> MethodWhy:
+    """Why ``method`` is or is not in ``result`` (a :func:`query` answer), one reason per line with the values
+    that decided it (docs/CONTRACTS.md, "Retrieval"). ``cut``: how many permitted methods the reader is
+    shown (a rank beyond it is reported as below the cut); ``failed``: methods the run's memory filters."""
+    from .why import explain
+
+    if store is None:
+        if settings is None:
+            from kernelskill.config import load_settings
+
+            settings = load_settings()
+        store = _open_store(settings)
+    cases, methods = _all_cases_and_methods(store)
+    return explain(result, method, cases=cases, methods=methods, cut=cut, failed=failed)

@@ -203,6 +203,26 @@ class VetoApplied(_Model):
     removed: list[str] = Field(default_factory=list)  # methods of the chosen case it took out
 
 
+WhyStatus = Literal["permitted", "applied", "failed", "vetoed", "requires", "not_in_case", "unknown_method"]
+
+
+class WhyReason(_Model):
+    kind: str  # permitted | below_cut | applied | failed | veto | requires | not_in_case | case_* | unknown_method
+    text: str
+    values: dict[str, Value] = Field(default_factory=dict)
+
+
+class MethodWhy(_Model):
+    method: str
+    status: WhyStatus
+    in_answer: bool
+    rank: int | None = None
+    reasons: list[WhyReason] = Field(default_factory=list)
+
+    def lines(self) -> list[str]:
+        return [r.text for r in self.reasons]
+
+
 class QueryResult(_Model):
     kernel: str
     task: str | None = None
@@ -223,6 +243,7 @@ class QueryResult(_Model):
     trace: list[TraceStep] = Field(default_factory=list)
     notes: list[str] = Field(default_factory=list)
     timings_ms: dict[str, float] = Field(default_factory=dict)
+    method_why: MethodWhy | None = None  # set by `query --why METHOD` (retrieval.api.why_method)
 
     def first_methods(self, n: int = 3) -> list[str]:
         return [m.id for m in self.permitted[:n]]
