@@ -151,12 +151,22 @@ class MeasuredExample(_Model):
     verdict: Literal["pays", "no_gain", "slower"] | None = None
     hardware: str
     date: str
+    #: the baseline the speedup hides: eager PyTorch on the example's task, and each variant against it
+    eager_ms: float | None = None
+    before_vs_eager: float | None = None
+    after_vs_eager: float | None = None
 
     def summary(self) -> str:
-        """``"1.07x on NVIDIA H200 (no gain beyond timing noise), 2026-12-02"``."""
-        ratio = f"{self.speedup:.2f}x" if self.speedup is not None else "unmeasured"
+        """``"5.14x over its before (before 0.20x, after 1.00x of eager) on NVIDIA H200, 2026-12-02"``: the
+        speedup over the example's own naive before, and where both stand against eager PyTorch."""
+        ratio = f"{self.speedup:.2f}x over its before" if self.speedup is not None else "unmeasured"
         said = {"pays": "", "no_gain": " (no gain beyond timing noise)", "slower": " (slower)"}.get(self.verdict or "", "")
-        return f"{ratio} on {self.hardware}{said}, {self.date}"
+        base = ""
+        if self.before_vs_eager is not None and self.after_vs_eager is not None:
+            base = f" (before {self.before_vs_eager:.2f}x, after {self.after_vs_eager:.2f}x of eager)"
+        elif self.after_vs_eager is not None:
+            base = f" (after {self.after_vs_eager:.2f}x of eager)"
+        return f"{ratio}{said}{base} on {self.hardware}, {self.date}"
 
 
 class PermittedMethod(_Model):
