@@ -31,8 +31,10 @@ from .result import (
     MethodWhy,
     ProfileSummary,
     QueryResult,
+    RouteReport,
     TraceStep,
 )
+from .routes import route_report
 from .task_routes import TaskAdvice, advise, decide_family, forward_families
 from .task_routes import is_task_only as task_only
 
@@ -242,6 +244,20 @@ def _profile_summary(prof: Any, source_kernels: list[str], kernel_path: Path) ->
                           missing=missing, notes=list(prof.notes))
 
 
+def _routes(op: str | None, routing: Any, decision: Any, rules: Any, store: Any, task: str | Path | None,
+            prof: ProfileSummary | None, applied: set[str]) -> RouteReport | None:
+    """The strategic routes of the target kernel's operation with their ceilings (:mod:`.routes`)."""
+    forward_ms = None
+    if prof is not None:
+        total = sum(k.total_duration_ns or 0.0 for k in prof.kernels)
+        forward_ms = total / 1e6 if total > 0 else None
+    chosen = routing.chosen
+    vendor = bool(chosen.vendor) if chosen is not None else bool(prof is not None and prof.dominant_vendor)
+    return route_report(op=op, kernel=chosen.name if chosen is not None else None, env=decision.env, rules=rules,
+                        methods={m.id: m for m in store.methods()}, task=task, forward_ms=forward_ms, vendor=vendor,
+                        applied=applied)
+
+
 @dataclass
 class _Routing:
     """Which kernel the case is chosen for: the dominant one, or the next when it has no permitted method."""
@@ -435,12 +451,15 @@ def query(kernel: str | Path, *, task: str | Path | None = None, profile: str | 
     for a in applied.values():
         a.in_case = a.id in decision.case.methods
     permitted = rank_methods(store, offered, text, case_id=decision.case.id, k=k, static_only=profile is None)
+    routes = _routes(ctx.get("dominant_op"), routing, decision, rules, store, task, prof_summary, set(applied))
     flush = getattr(store, "flush", None)  # a DiskReadsKB keeps the reads it took from the store
     if callable(flush):
         flush()
     timings["rank"] = (time.perf_counter() - t3) * 1000
 
     notes = list(decision.notes)
+    if routes is not None and routes.at_roofline:
+        notes.insert(0, f"{routes.kernel or 'the kernel'} is {routes.verdict}")
     if profile is None:
         notes.insert(0, "static-only: no profile given, so no tier or bottleneck; the answer comes from code "
                         "features, a fallback case and similarity (pass --profile for a diagnosis)")
@@ -458,7 +477,7 @@ def query(kernel: str | Path, *, task: str | Path | None = None, profile: str | 
         features=feats, context=context_out, profile=prof_summary, kernels=routing.rows,
         target_kernel=routing.chosen.name if routing.chosen is not None else None, tier=decision.tier,
         bottleneck=decision.bottleneck, case=decision.case, permitted=permitted, forbidden=decision.forbidden,
-        vetoes=decision.vetoes, applied=sorted(applied.values(), key=lambda a: (not a.in_case, a.id)), query_text=text, trace=hints.trace_steps() + routing.steps + decision.trace,
+        vetoes=decision.vetoes, routes=routes, applied=sorted(applied.values(), key=lambda a: (not a.in_case, a.id)), query_text=text, trace=hints.trace_steps() + routing.steps + decision.trace,
         notes=notes + routing.notes,
         timings_ms={k: round(v, 3) for k, v in timings.items()})
 

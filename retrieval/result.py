@@ -233,6 +233,34 @@ class MethodWhy(_Model):
         return [r.text for r in self.reasons]
 
 
+class RouteCeiling(_Model):
+    """One route for the operation that holds the time, with its speed-of-light ceiling (retrieval/routes.py)."""
+
+    route: str  # library | library_compensated | fused_epilogue | tensor_core | hand_tiles | one_pass
+    methods: list[str] = Field(default_factory=list)  # the KB methods that take it
+    allowed: bool  # the protocol's vetoes leave at least one of its methods
+    why_not: str = ""  # the vetoes that remove it
+    rate: str  # what it computes at: "fp32 CUDA cores 60 TFLOP/s", "bandwidth 4.3 TB/s"
+    ceiling_ms: float | None = None  # max(bytes / bandwidth, FLOPs / rate) for this task's work
+    current: bool = False  # the route the kernel takes now
+    pct_of_ceiling: float | None = None  # ceiling / measured forward time, in percent
+
+
+class RouteReport(_Model):
+    op: str
+    kernel: str | None = None
+    device: str
+    flops: float | None = None
+    bytes: float | None = None
+    work: str = ""  # how the work was estimated (or why it was not)
+    forward_ms: float | None = None  # the profiled kernels' time of one forward
+    current_route: str | None = None
+    at_roofline_pct: float = 90.0
+    at_roofline: bool = False  # the current kernel is within at_roofline_pct of its route's ceiling
+    verdict: str = ""
+    routes: list[RouteCeiling] = Field(default_factory=list)
+
+
 class QueryResult(_Model):
     kernel: str
     task: str | None = None
@@ -249,6 +277,7 @@ class QueryResult(_Model):
     forbidden: list[ForbiddenMethod] = Field(default_factory=list)
     vetoes: list[VetoApplied] = Field(default_factory=list)
     applied: list[AppliedMethod] = Field(default_factory=list)  # already in the kernel, not offered
+    routes: RouteReport | None = None  # the strategic routes of the target kernel's op, with ceilings
     query_text: str = ""
     trace: list[TraceStep] = Field(default_factory=list)
     notes: list[str] = Field(default_factory=list)

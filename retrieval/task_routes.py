@@ -28,7 +28,8 @@ from kernelskill.yaml_load import safe_load
 from .engine import Decision, Rules, decide, structure_of
 from .kernels import load_kernel_ops, task_calls
 from .ranking import rank_methods
-from .result import ForbiddenMethod, PermittedMethod, TraceStep
+from .result import ForbiddenMethod, PermittedMethod, RouteReport, TraceStep
+from .routes import route_report
 
 log = logging.getLogger(__name__)
 
@@ -117,6 +118,7 @@ class FamilyAdvice(BaseModel):
     rationale: str | None = None
     routes: list[PermittedMethod] = Field(default_factory=list)  # what the KB puts first, in order
     forbidden: list[ForbiddenMethod] = Field(default_factory=list)  # removed by the protocol's vetoes
+    ceilings: RouteReport | None = None  # the family's routes with their speed-of-light ceilings for this task
     trace: list[TraceStep] = Field(default_factory=list)
 
 
@@ -153,12 +155,15 @@ def advise(store: Any, rules: Rules, task: str | Path, context: Mapping[str, Any
     if not found:
         out.notes.append(f"{task}: no op-family rule recognises the calls of Model.forward "
                          f"(retrieval/task_families.yaml); no family advice")
+    all_methods = {m.id: m for m in store.methods()} if found else {}
     for i, (spec, calls) in enumerate(found):
-        decision, _ = decide_family(store, rules, spec, context, calls_in_forward=n_calls)
+        decision, env = decide_family(store, rules, spec, context, calls_in_forward=n_calls)
         routes = rank_methods(store, decision.permitted, "", case_id=decision.case.id, k=k) \
             if decision.permitted else []
         out.families.append(FamilyAdvice(
             family=spec.family, calls=[f"{name} (line {line})" for name, line in calls], dominant=i == 0,
             case=decision.case.id, title=decision.case.title, rationale=decision.case.rationale, routes=routes,
-            forbidden=decision.forbidden, trace=decision.trace))
+            forbidden=decision.forbidden, trace=decision.trace,
+            ceilings=route_report(op=spec.op, kernel=None, env=decision.env, rules=rules, methods=all_methods,
+                                  task=task, forward_ms=None, vendor=False, applied=set()) if i == 0 else None))
     return out
