@@ -68,9 +68,11 @@ def _live_profile(task: Path | None, kernel: Path, settings: Any) -> Any:
 @click.option("--protocol", default=None, metavar="NAME|FILE",
               help="Ask as a run evaluated under this protocol (strict, kernelbench or a protocol file): its "
                    "tolerances and library policy decide the vetoes, as in the optimize loop.")
+@click.option("--why", "why", default=None, metavar="METHOD",
+              help="Also say why METHOD is or is not in the answer, one line per reason with the values.")
 @common_options
 def query(ctx, kernel: Path, task: Path | None, profile_path: Path | None, run_ncu: bool, explain: bool,
-          context_items: tuple[str, ...], k: int, protocol: str | None) -> None:
+          context_items: tuple[str, ...], k: int, protocol: str | None, why: str | None) -> None:
     """Which methods apply to KERNEL, and why (offline; no GPU, no LLM)."""
     if profile_path is not None and run_ncu:
         raise KernelskillError("give either --profile or --ncu, not both")
@@ -82,18 +84,29 @@ def query(ctx, kernel: Path, task: Path | None, profile_path: Path | None, run_n
             check_task(task, option="--task")
         prof = _live_profile(task, kernel, ctx.settings())
     result = query_result(ctx, kernel, task=task, profile=prof, context=_parse_context(context_items), k=k,
-                          protocol=protocol)
+                          protocol=protocol, why=why)
     if ctx.json and not explain:  # the trace is a large part of the answer: --explain asks for it
         emit(ctx, result.model_dump(mode="json", exclude={"trace"}))
     else:
-        emit(ctx, result, lambda r: render(r, explain=explain))
+        emit(ctx, result, lambda r: (render(r, explain=explain), render_why(r.method_why)))
 
 
 def query_result(ctx, kernel: Path, *, task: Path | None, profile: Any, context: dict[str, Any], k: int,
-                 protocol: str | None = None) -> Any:
+                 protocol: str | None = None, why: str | None = None) -> Any:
     """The QueryResult ``query`` shows (the MCP tool calls this too): the task and the context fields are
     checked first; a missing KB is built once, with a note and progress on stderr. ``protocol`` sets the
-    settings the optimize loop's query gets for a run under it (:meth:`Settings.under_protocol`)."""
+    settings the optimize loop's query gets for a run under it (:meth:`Settings.under_protocol`). With ``why``
+    (a method id) its ``method_why`` says why that method is or is not in the answer."""
+    result = _query_result(ctx, kernel, task=task, profile=profile, context=context, k=k, protocol=protocol)
+    if why:
+        from kernelskill.retrieval.api import why_method
+
+        result.method_why = why_method(result, why, settings=ctx.settings().under_protocol(protocol))
+    return result
+
+
+def _query_result(ctx, kernel: Path, *, task: Path | None, profile: Any, context: dict[str, Any], k: int,
+                  protocol: str | None = None) -> Any:
     from kernelskill.kb.sources import CURRENT
     from kernelskill.retrieval.api import query as run_query
 
@@ -244,6 +257,19 @@ def render(r: Any, *, explain: bool = False) -> None:
         t.add_row(s.kind, s.id, e(s.expr or ""), _inputs(s.inputs),
                   _v(s.value) + (f" [dim]{e(s.note)}[/]" if s.note else ""))
     con.print(t)
+
+
+def render_why(w: Any) -> None:
+    """``--why METHOD``: one line per reason."""
+    if w is None:
+        return
+    from rich.markup import escape as e
+
+    con = console()
+    state = "[green]in the answer[/]" if w.in_answer else "[yellow]not in the answer[/]"
+    con.print(f"[bold]why {e(w.method)}[/]: {state} ({w.status})")
+    for r in w.reasons:
+        con.print(f"  - {e(r.text)}")
 
 
 def _short(path: str) -> str:

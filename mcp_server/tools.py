@@ -45,6 +45,8 @@ class QueryArgs(KernelArgs):
     context: dict[str, bool | int | float | str] | None = Field(
         None, description="Context fields, e.g. {\"tolerance_atol\": 1e-4, \"task_dtype\": \"bf16\"}.")
     k: int = Field(3, ge=1, le=20, description="Skill docs to attach per permitted method.")
+    why: str | None = Field(None, description="A method id: also say why it is or is not in the answer "
+                                              "(method_why: status and one reason per line with the values).")
 
 
 class FeaturesArgs(KernelArgs):
@@ -134,7 +136,8 @@ def run_query(ctx: Ctx, args: QueryArgs) -> Any:
     task = _path(args.task, "task")
     profile = _path(args.profile, "profile")
     with kernel_path(args) as kernel:
-        return query_result(ctx, kernel, task=task, profile=profile, context=dict(args.context or {}), k=args.k)
+        return query_result(ctx, kernel, task=task, profile=profile, context=dict(args.context or {}), k=args.k,
+                            why=args.why)
 
 
 def run_features(ctx: Ctx, args: FeaturesArgs) -> Any:

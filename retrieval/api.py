@@ -16,14 +16,27 @@ import logging
 import threading
 import time
 from collections import OrderedDict
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from kernelskill.errors import KernelskillError
 
-from .result import FeatureSummary, KernelDiagnosis, KernelSummary, ProfileSummary, QueryResult, TraceStep
+from .applied import applied_methods
+from .result import (
+    FeatureSummary,
+    KernelDiagnosis,
+    KernelSummary,
+    MethodWhy,
+    ProfileSummary,
+    QueryResult,
+    RouteReport,
+    TraceStep,
+)
+from .routes import route_report
+from .task_routes import TaskAdvice, advise, decide_family, forward_families
+from .task_routes import is_task_only as task_only
 
 if TYPE_CHECKING:
     from .kernels import KernelView
@@ -231,6 +244,20 @@ def _profile_summary(prof: Any, source_kernels: list[str], kernel_path: Path) ->
                           missing=missing, notes=list(prof.notes))
 
 
+def _routes(op: str | None, routing: Any, decision: Any, rules: Any, store: Any, task: str | Path | None,
+            prof: ProfileSummary | None, applied: set[str]) -> RouteReport | None:
+    """The strategic routes of the target kernel's operation with their ceilings (:mod:`.routes`)."""
+    forward_ms = None
+    if prof is not None:
+        total = sum(k.total_duration_ns or 0.0 for k in prof.kernels)
+        forward_ms = total / 1e6 if total > 0 else None
+    chosen = routing.chosen
+    vendor = bool(chosen.vendor) if chosen is not None else bool(prof is not None and prof.dominant_vendor)
+    return route_report(op=op, kernel=chosen.name if chosen is not None else None, env=decision.env, rules=rules,
+                        methods={m.id: m for m in store.methods()}, task=task, forward_ms=forward_ms, vendor=vendor,
+                        applied=applied)
+
+
 @dataclass
 class _Routing:
     """Which kernel the case is chosen for: the dominant one, or the next when it has no permitted method."""
@@ -336,6 +363,8 @@ def query(kernel: str | Path, *, task: str | Path | None = None, profile: str | 
     except (OSError, UnicodeDecodeError) as exc:
         raise KernelskillError(f"{kpath}: cannot read the kernel: {exc}") from exc
 
+    if features is None and task_only(source):
+        return _task_query(kpath, settings=settings, store=store, context=context, k=k, t0=t0)
     feats = _features(source, kpath, features)
     if not _has_kernel(source, feats):
         raise KernelskillError(f"{kpath}: no kernel found (no __global__ function, no load_inline source, "
@@ -417,14 +446,20 @@ def query(kernel: str | Path, *, task: str | Path | None = None, profile: str | 
     # one cached query embedding (the planner asks again every round).
     text = query_text(feats.values, op_summary=task_info.summary() if task_info else "",
                       bottleneck=decision.bottleneck.name, bottleneck_text=b_text, tier=decision.tier.name)
-    permitted = rank_methods(store, decision.permitted, text, case_id=decision.case.id, k=k,
-                             static_only=profile is None)
+    applied = applied_methods(source, decision.env)
+    offered = [m for m in decision.permitted if m.id not in applied]
+    for a in applied.values():
+        a.in_case = a.id in decision.case.methods
+    permitted = rank_methods(store, offered, text, case_id=decision.case.id, k=k, static_only=profile is None)
+    routes = _routes(ctx.get("dominant_op"), routing, decision, rules, store, task, prof_summary, set(applied))
     flush = getattr(store, "flush", None)  # a DiskReadsKB keeps the reads it took from the store
     if callable(flush):
         flush()
     timings["rank"] = (time.perf_counter() - t3) * 1000
 
     notes = list(decision.notes)
+    if routes is not None and routes.at_roofline:
+        notes.insert(0, f"{routes.kernel or 'the kernel'} is {routes.verdict}")
     if profile is None:
         notes.insert(0, "static-only: no profile given, so no tier or bottleneck; the answer comes from code "
                         "features, a fallback case and similarity (pass --profile for a diagnosis)")
@@ -442,6 +477,137 @@ def query(kernel: str | Path, *, task: str | Path | None = None, profile: str | 
         features=feats, context=context_out, profile=prof_summary, kernels=routing.rows,
         target_kernel=routing.chosen.name if routing.chosen is not None else None, tier=decision.tier,
         bottleneck=decision.bottleneck, case=decision.case, permitted=permitted, forbidden=decision.forbidden,
-        vetoes=decision.vetoes, query_text=text, trace=hints.trace_steps() + routing.steps + decision.trace,
+        vetoes=decision.vetoes, routes=routes, applied=sorted(applied.values(), key=lambda a: (not a.in_case, a.id)), query_text=text, trace=hints.trace_steps() + routing.steps + decision.trace,
         notes=notes + routing.notes,
         timings_ms={k: round(v, 3) for k, v in timings.items()})
+
+
+# ------------------------------------------------------------------------------ tasks with no kernel
+def _task_context(task: Path, settings: Any, protocol: str | None, context: Mapping[str, Any] | None) -> dict[str, Any]:
+    """The context of advice on a task file: settings (arch, library policy), the protocol (named, else
+    the settings' harness protocol) for the task's dtype, the task's op hints; explicit ``context`` wins."""
+    from kernelskill.protocols import load_protocol
+    from kernelskill.taskfile import read_task
+
+    from .context import query_context, settings_context
+
+    ctx: dict[str, Any] = settings_context(settings)
+    info = read_task(task)
+    dtype = info.dtype or "fp32"
+    name = protocol or getattr(getattr(settings, "harness", None), "protocol", None)
+    try:
+        ctx.update(load_protocol(name).context(dtype))
+    except (KeyError, ValueError, OSError) as exc:
+        raise KernelskillError(f"protocol {name!r}: {exc}") from exc
+    ctx["task_dtype"] = dtype
+    ctx.update(query_context(None, task).fields)
+    if context:
+        ctx.update(context)
+    return ctx
+
+
+def _store_and_rules(settings: Any, store: Any) -> tuple[Any, Any]:
+    if store is None:
+        store = _open_store(settings)
+    content = _content_of(store)
+    rules = _rules_for(store, content)
+    return (_CachedReads(store, content) if content is not None else store), rules
+
+
+def task_advice(task: str | Path, *, protocol: str | None = None, home: str | Path | None = None,
+                settings: Any = None, store: Any = None, context: Mapping[str, Any] | None = None,
+                k: int = 1) -> TaskAdvice:
+    """The KB's advice for the operations of a task's forward (docs/CONTRACTS.md, "Retrieval"): per op
+    family of ``Model.forward`` (dominant first), the routes the KB puts first under ``protocol`` (a preset
+    name or a protocol file; default: the settings' harness protocol), with guidance and the measured
+    effect of each route's worked example. Offline: no GPU, no LLM; the task file is parsed, never run."""
+    from kernelskill.taskfile import validate_task
+
+    tpath = Path(task)
+    validate_task(tpath)
+    if settings is None:
+        from kernelskill.config import load_settings
+
+        settings = load_settings(home=home)
+    ctx = _task_context(tpath, settings, protocol, context)
+    store, rules = _store_and_rules(settings, store)
+    advice = advise(store, rules, tpath, ctx, k=k)
+    flush = getattr(store, "flush", None)
+    if callable(flush):
+        flush()
+    return advice
+
+
+def _task_query(kpath: Path, *, settings: Any, store: Any, context: Mapping[str, Any] | None, k: int,
+                t0: float) -> QueryResult:
+    """``query TASK.py`` on a task with no kernel: the answer for the forward's dominant op family from the
+    task-route cases; the other families' first routes are in the notes."""
+    from kernelskill.taskfile import validate_task
+
+    validate_task(kpath)
+    if settings is None:
+        from kernelskill.config import load_settings
+
+        settings = load_settings()
+    ctx = _task_context(kpath, settings, None, context)
+    store, rules = _store_and_rules(settings, store)
+    found = forward_families(kpath)
+    n_calls = sum(len(c) for _, c in found)
+    notes = ["task only: no kernel in this file, so no features, profile or bottleneck; the answer is the KB's "
+             "route for the forward's dominant op family under the protocol"]
+    steps: list[TraceStep] = []
+    if not found:
+        raise KernelskillError(f"{kpath}: a task file with no kernel, and no op-family rule recognises the calls "
+                               f"of Model.forward (retrieval/task_families.yaml)")
+    spec, calls = found[0]
+    steps.append(TraceStep(kind="note", id="task_family", value=spec.family,
+                           note=f"Model.forward runs {', '.join(f'{n} (line {ln})' for n, ln in calls)}"))
+    decision, env = decide_family(store, rules, spec, ctx, calls_in_forward=n_calls)
+    permitted = rank_methods_for_task(store, decision, k)
+    for other, other_calls in found[1:]:
+        d, _ = decide_family(store, rules, other, ctx, calls_in_forward=n_calls)
+        notes.append(f"also in the forward: {other.family} ({', '.join(n for n, _ in other_calls)}): case {d.case.id}, "
+                     f"routes {', '.join(m.id for m in d.permitted[:4]) or 'none permitted'}")
+    flush = getattr(store, "flush", None)
+    if callable(flush):
+        flush()
+    from kernelskill.kb.schema import FEATURE_NAMES
+
+    feats = FeatureSummary(values={n: env[n] for n in FEATURE_NAMES if isinstance(env.get(n), bool | int)},
+                           source="given")
+    return QueryResult(
+        kernel=str(kpath), task=str(kpath), static_only=True, features=feats,
+        context={k_: v for k_, v in env.items() if k_ not in FEATURE_NAMES}, tier=decision.tier,
+        bottleneck=decision.bottleneck, case=decision.case, permitted=permitted, forbidden=decision.forbidden,
+        vetoes=decision.vetoes, trace=steps + decision.trace, notes=notes,
+        timings_ms={"total": round((time.perf_counter() - t0) * 1000, 3)})
+
+
+def rank_methods_for_task(store: Any, decision: Any, k: int) -> list[Any]:
+    """A task route keeps the case's order (the route before the tactics): no similarity re-ranking."""
+    from .ranking import rank_methods
+
+    return rank_methods(store, decision.permitted, "", case_id=decision.case.id, k=k) if decision.permitted else []
+
+
+# ------------------------------------------------------------------------------------------- --why
+def _all_cases_and_methods(store: Any) -> tuple[list[Any], list[Any]]:
+    real = store.store() if callable(getattr(store, "store", None)) else store  # a DiskReadsKB: the real store
+    return list(real.cases()), list(store.methods())
+
+
+def why_method(result: QueryResult, method: str, *, settings: Any = None, store: Any = None,
+               cut: int | None = None, failed: Iterable[str] = ()) -> MethodWhy:
+    """Why ``method`` is or is not in ``result`` (a :func:`query` answer), one reason per line with the values
+    that decided it (docs/CONTRACTS.md, "Retrieval"). ``cut``: how many permitted methods the reader is
+    shown (a rank beyond it is reported as below the cut); ``failed``: methods the run's memory filters."""
+    from .why import explain
+
+    if store is None:
+        if settings is None:
+            from kernelskill.config import load_settings
+
+            settings = load_settings()
+        store = _open_store(settings)
+    cases, methods = _all_cases_and_methods(store)
+    return explain(result, method, cases=cases, methods=methods, cut=cut, failed=failed)

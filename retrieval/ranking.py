@@ -151,7 +151,8 @@ def measured_example(method: Method) -> MeasuredExample | None:
     if e is None:
         return None
     return MeasuredExample(task=e.task, before_ms=e.before_ms, after_ms=e.after_ms, speedup=e.speedup,
-                           verdict=e.verdict, hardware=e.hardware, date=e.date.isoformat())
+                           verdict=e.verdict, hardware=e.hardware, date=e.date.isoformat(), eager_ms=e.eager_ms,
+                           before_vs_eager=e.before_vs_eager, after_vs_eager=e.after_vs_eager)
 
 
 def rank_methods(kb: Any, methods: list[Method], text: str, *, case_id: str | None, k: int = 3,

@@ -151,12 +151,22 @@ class MeasuredExample(_Model):
     verdict: Literal["pays", "no_gain", "slower"] | None = None
     hardware: str
     date: str
+    #: the baseline the speedup hides: eager PyTorch on the example's task, and each variant against it
+    eager_ms: float | None = None
+    before_vs_eager: float | None = None
+    after_vs_eager: float | None = None
 
     def summary(self) -> str:
-        """``"1.07x on NVIDIA H200 (no gain beyond timing noise), 2026-12-02"``."""
-        ratio = f"{self.speedup:.2f}x" if self.speedup is not None else "unmeasured"
+        """``"5.14x over its before (before 0.20x, after 1.00x of eager) on NVIDIA H200, 2026-12-02"``: the
+        speedup over the example's own naive before, and where both stand against eager PyTorch."""
+        ratio = f"{self.speedup:.2f}x over its before" if self.speedup is not None else "unmeasured"
         said = {"pays": "", "no_gain": " (no gain beyond timing noise)", "slower": " (slower)"}.get(self.verdict or "", "")
-        return f"{ratio} on {self.hardware}{said}, {self.date}"
+        base = ""
+        if self.before_vs_eager is not None and self.after_vs_eager is not None:
+            base = f" (before {self.before_vs_eager:.2f}x, after {self.after_vs_eager:.2f}x of eager)"
+        elif self.after_vs_eager is not None:
+            base = f" (after {self.after_vs_eager:.2f}x of eager)"
+        return f"{ratio}{said}{base} on {self.hardware}, {self.date}"
 
 
 class PermittedMethod(_Model):
@@ -184,6 +194,16 @@ class ForbiddenMethod(_Model):
     case: str | None = None
 
 
+class AppliedMethod(_Model):
+    """A method the queried kernel already applies (retrieval/applied_methods.yaml): not offered again."""
+
+    id: str
+    line: int | None = None  # the source line that shows it (None: decided from features or context)
+    evidence: str = ""
+    rule: str = ""
+    in_case: bool = False  # the matched case lists it (so it would have been offered)
+
+
 class VetoApplied(_Model):
     id: str
     title: str
@@ -191,6 +211,54 @@ class VetoApplied(_Model):
     methods: list[str] = Field(default_factory=list)
     tags: list[str] = Field(default_factory=list)
     removed: list[str] = Field(default_factory=list)  # methods of the chosen case it took out
+
+
+WhyStatus = Literal["permitted", "applied", "failed", "vetoed", "requires", "not_in_case", "unknown_method"]
+
+
+class WhyReason(_Model):
+    kind: str  # permitted | below_cut | applied | failed | veto | requires | not_in_case | case_* | unknown_method
+    text: str
+    values: dict[str, Value] = Field(default_factory=dict)
+
+
+class MethodWhy(_Model):
+    method: str
+    status: WhyStatus
+    in_answer: bool
+    rank: int | None = None
+    reasons: list[WhyReason] = Field(default_factory=list)
+
+    def lines(self) -> list[str]:
+        return [r.text for r in self.reasons]
+
+
+class RouteCeiling(_Model):
+    """One route for the operation that holds the time, with its speed-of-light ceiling (retrieval/routes.py)."""
+
+    route: str  # library | library_compensated | fused_epilogue | tensor_core | hand_tiles | one_pass
+    methods: list[str] = Field(default_factory=list)  # the KB methods that take it
+    allowed: bool  # the protocol's vetoes leave at least one of its methods
+    why_not: str = ""  # the vetoes that remove it
+    rate: str  # what it computes at: "fp32 CUDA cores 60 TFLOP/s", "bandwidth 4.3 TB/s"
+    ceiling_ms: float | None = None  # max(bytes / bandwidth, FLOPs / rate) for this task's work
+    current: bool = False  # the route the kernel takes now
+    pct_of_ceiling: float | None = None  # ceiling / measured forward time, in percent
+
+
+class RouteReport(_Model):
+    op: str
+    kernel: str | None = None
+    device: str
+    flops: float | None = None
+    bytes: float | None = None
+    work: str = ""  # how the work was estimated (or why it was not)
+    forward_ms: float | None = None  # the profiled kernels' time of one forward
+    current_route: str | None = None
+    at_roofline_pct: float = 90.0
+    at_roofline: bool = False  # the current kernel is within at_roofline_pct of its route's ceiling
+    verdict: str = ""
+    routes: list[RouteCeiling] = Field(default_factory=list)
 
 
 class QueryResult(_Model):
@@ -208,10 +276,13 @@ class QueryResult(_Model):
     permitted: list[PermittedMethod] = Field(default_factory=list)
     forbidden: list[ForbiddenMethod] = Field(default_factory=list)
     vetoes: list[VetoApplied] = Field(default_factory=list)
+    applied: list[AppliedMethod] = Field(default_factory=list)  # already in the kernel, not offered
+    routes: RouteReport | None = None  # the strategic routes of the target kernel's op, with ceilings
     query_text: str = ""
     trace: list[TraceStep] = Field(default_factory=list)
     notes: list[str] = Field(default_factory=list)
     timings_ms: dict[str, float] = Field(default_factory=dict)
+    method_why: MethodWhy | None = None  # set by `query --why METHOD` (retrieval.api.why_method)
 
     def first_methods(self, n: int = 3) -> list[str]:
         return [m.id for m in self.permitted[:n]]

@@ -50,7 +50,9 @@ CONTEXT_FIELDS = {"launches_per_forward", "task_dtype", "tolerance_atol", "toler
                   "op_is_serial_scan", "uses_global_atomics", "dominant_kernel_share_pct", "single_custom_launch",
                   "op_gathers_rows", "op_has_softmax", "op_has_norm",
                   # the per-kernel diagnosis (retrieval/kernels.py) and the protocol's TF32 setting
-                  "dominant_op", "tf32_allowed"}
+                  "dominant_op", "tf32_allowed",
+                  # a task file with no kernel yet (retrieval/task_routes.py)
+                  "has_kernel", "task_family"}
 OP_FAMILIES = ["attention", "softmax", "norm", "rms_norm", "gemm", "gemv", "conv", "pool", "scan", "scatter",
                "gather", "reduction"]
 
@@ -310,9 +312,15 @@ DOMAINS: dict[str, list[Any]] = {
     "dominant_op": ["gemm", "conv", "attention", "softmax", "normalization", "reduction", "elementwise", "copy",
                     None],
     "tf32_allowed": [True, False, None],
+    # the source counters of coalescing (excess 1.0, 1.2, 2.5 and 5 against an ideal of 1e6 sectors)
+    "global_sectors": [1.0e6, 1.2e6, 2.5e6, 5.0e6, None],
+    "global_sectors_ideal": [1.0e6],
+    "has_kernel": [False, None],  # False: a task file with no kernel (no profile, no code features)
+    "task_family": ["gemm", "conv", "attention", "softmax", "normalization", "reduction", "scan", "pooling",
+                    "elementwise", None],
     **{name: [True, False] for name in FEATURE_NAMES if name != "kernel_structure_id"},
 }
-PROFILE_KEYS = REFERENCE_PROFILE_FIELDS | {"vendor_kernel_dominant"}
+PROFILE_KEYS = REFERENCE_PROFILE_FIELDS | {"vendor_kernel_dominant", "global_sectors", "global_sectors_ideal"}
 
 
 def realistic(raw: dict[str, Any]) -> dict[str, Any]:
@@ -364,6 +372,10 @@ def realistic(raw: dict[str, Any]) -> dict[str, Any]:
             e[stage] = True
     if family != "softmax" and e.get("op_softmax_online") is not None:
         e["op_softmax_online"] = False
+    if e.get("has_kernel") is False:  # a task with no kernel: advised per family, never profiled
+        e["has_profile"] = False
+    else:
+        e["task_family"] = None
     if not e["has_profile"]:
         for key in PROFILE_KEYS:
             e.pop(key, None)

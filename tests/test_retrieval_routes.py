@@ -1,0 +1,115 @@
+"""Routes before tactics and diagnoses that agree with their counters (issue 31, items 2 and 3), on kernels,
+tasks and profiles that are not KB examples (tests/data/kb31; the profiles are synthetic, see
+tests/data/kb31/make_profiles.py), through the real query over a real store.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+import yaml
+
+from kernelskill.config import load_settings
+from kernelskill.retrieval.api import query
+from kernelskill.retrieval.routes import load_ceilings
+from kernelskill.retrieval.work import estimate_work
+
+ROOT = Path(__file__).resolve().parents[1]
+D = ROOT / "tests" / "data" / "kb31"
+GEMM_KERNEL, GEMM_TASK = D / "tiled_gemm_cp_async_kernel.py", D / "gemm_task.py"
+ADD_KERNEL, ADD_TASK = D / "scale_add_kernel.py", D / "scale_add_task.py"
+
+
+@pytest.fixture(scope="module")
+def settings(tmp_path_factory: pytest.TempPathFactory):
+    from kernelskill.kb.home import open_store
+
+    home = tmp_path_factory.mktemp("routes_home")
+    open_store(load_settings(home=home)).close()
+    return load_settings(home=home)
+
+
+def test_coalesced_sectors_refute_uncoalesced_access(settings) -> None:
+    r = query(GEMM_KERNEL, task=GEMM_TASK, profile=D / "profiles" / "tiled_gemm_coalesced.csv", settings=settings)
+    assert r.profile.derived["global_sector_excess"] == pytest.approx(1.0)
+    assert r.bottleneck.id == "onchip_operand_traffic"
+    ua = next(c for c in r.bottleneck.candidates if c.id == "uncoalesced_access")
+    assert ua.considered is False  # its signature is contradicted by the measured sectors
+    step = next(s for s in r.trace if s.kind == "predicate" and s.id == "coalescing_not_refuted")
+    assert step.value is False and step.inputs == {"global_sector_excess": 1.0}
+    assert r.case.id == "ot_tiled_gemm"
+    assert r.permitted[0].id == "register_blocking"
+    assert "coalesced_access" not in [m.id for m in r.permitted]
+
+
+def test_wasted_sectors_still_read_as_uncoalesced(settings) -> None:
+    r = query(GEMM_KERNEL, task=GEMM_TASK, profile=D / "profiles" / "tiled_gemm_strided.csv", settings=settings)
+    assert r.profile.derived["global_sector_excess"] == pytest.approx(3.0)
+    assert r.bottleneck.id == "uncoalesced_access"
+
+
+def test_methods_the_kernel_applies_are_shown_not_offered(settings) -> None:
+    r = query(GEMM_KERNEL, task=GEMM_TASK, profile=D / "profiles" / "tiled_gemm_coalesced.csv", settings=settings)
+    applied = {a.id: a for a in r.applied}
+    assert {"cp_async_double_buffering", "occupancy_launch_bounds", "shared_memory_tiling"} <= set(applied)
+    line = GEMM_KERNEL.read_text().splitlines()[applied["cp_async_double_buffering"].line - 1]
+    assert "cp.async" in line
+    assert not set(applied) & {m.id for m in r.permitted}
+
+
+def test_gemm_routes_with_ceilings_under_the_strict_protocol(settings) -> None:
+    r = query(GEMM_KERNEL, task=GEMM_TASK, profile=D / "profiles" / "tiled_gemm_coalesced.csv", settings=settings)
+    rep = r.routes
+    assert rep is not None and rep.op == "gemm" and rep.flops == 2.0 * 2048 ** 3
+    by = {x.route: x for x in rep.routes}
+    assert [x.route for x in rep.routes] == ["library", "library_compensated", "fused_epilogue", "tensor_core",
+                                             "hand_tiles"]
+    assert not by["library"].allowed and "no_library_when_forbidden" in by["library"].why_not  # strict: no cuBLAS
+    assert by["tensor_core"].allowed and by["hand_tiles"].allowed
+    assert rep.current_route == "hand_tiles" and by["hand_tiles"].current
+    # fp32 CUDA cores at 60 TFLOP/s: 2 * 2048^3 / 60e12 s; EC-TF32 at a third of 495
+    assert by["hand_tiles"].ceiling_ms == pytest.approx(2.0 * 2048 ** 3 / 60e12 * 1e3)
+    assert by["tensor_core"].ceiling_ms == pytest.approx(2.0 * 2048 ** 3 / 165e12 * 1e3)
+    assert rep.forward_ms == pytest.approx(1.45)
+    assert by["hand_tiles"].pct_of_ceiling == pytest.approx(100 * by["hand_tiles"].ceiling_ms / 1.45, abs=0.1)
+    assert rep.at_roofline is False and "tensor_core" in rep.verdict
+
+
+def test_library_routes_allowed_under_kernelbench(settings) -> None:
+    r = query(GEMM_KERNEL, task=GEMM_TASK, profile=D / "profiles" / "tiled_gemm_coalesced.csv", settings=settings,
+              context={"library_calls_allowed": True})
+    by = {x.route: x for x in r.routes.routes}
+    assert by["library"].allowed and by["library_compensated"].allowed
+
+
+def test_a_kernel_near_its_ceiling_is_at_its_roofline(settings) -> None:
+    near = query(ADD_KERNEL, task=ADD_TASK, profile=D / "profiles" / "scale_add_at_roofline.csv", settings=settings)
+    far = query(ADD_KERNEL, task=ADD_TASK, profile=D / "profiles" / "scale_add_far.csv", settings=settings)
+    ceiling = 3 * 8192 * 8192 * 4 / 4.3e12 * 1e3
+    for r in (near, far):
+        assert r.routes.op == "elementwise" and r.routes.current_route == "one_pass"
+        assert r.routes.routes[0].ceiling_ms == pytest.approx(ceiling)
+    assert near.routes.at_roofline and near.routes.routes[0].pct_of_ceiling >= 90
+    assert "stop" in near.routes.verdict and any("roofline" in n for n in near.notes)
+    assert not far.routes.at_roofline and far.routes.routes[0].pct_of_ceiling < 40
+    assert {"vectorized_access_16b", "grid_stride_loop"} <= {a.id for a in near.applied}
+
+
+def test_static_work_estimates() -> None:
+    assert estimate_work(GEMM_TASK).flops == 2.0 * 2048 ** 3
+    w = estimate_work(D / "linear_swish_task.py")
+    assert w.flops == 2.0 * 1024 * 8192 * 8192 and "Linear" in w.how
+    assert estimate_work(ADD_TASK).bytes == 3 * 8192 * 8192 * 4
+    assert estimate_work(D / "cumsum_task.py", op="reduction").bytes == 128 * 65536 * 4
+
+
+def test_device_rates_agree_with_the_harness_facts() -> None:
+    """The ceilings model carries the same GPU numbers as the harness's speed-of-light check (read as data)."""
+    harness = json.loads((ROOT / "pipeline" / "harness" / "gpus.json").read_text())["gpus"]
+    ours = load_ceilings()["devices"]
+    for key, dev in ours.items():
+        for fact in ("copy_tb_s", "fp32_tflops", "tf32_tflops", "bf16_tflops"):
+            assert dev[fact] == harness[key][fact], (key, fact)
+    assert yaml.safe_load((ROOT / "retrieval" / "route_ceilings.yaml").read_text())["at_roofline_pct"] == 90
