@@ -22,6 +22,7 @@ from kernelskill.pipeline.loop.examples import worked_example
 from kernelskill.pipeline.loop.learning import learned_for
 from kernelskill.pipeline.runs.gpu_pool import GPUJob, GPUPool, HarnessBackend
 from kernelskill.retrieval.api import query
+from kernelskill.retrieval.api import task_advice as retrieval_task_advice
 from kernelskill.retrieval.kernels import task_calls
 from kernelskill.retrieval.op_hints import load_rules as load_op_rules
 from kernelskill.retrieval.profile import load_profile
@@ -142,41 +143,34 @@ class KBRetriever:
         return profile_numbers(profile)
 
     def task_advice(self, task: Path, protocol: str | None = None) -> TaskAdvice:
-        """The operation families of the reference's ``forward`` (its torch calls, by retrieval's task-family
-        rules, in the order it runs them; a forward with none of them is elementwise), and for the family the
-        KB answers (the dominant one) the first permitted routes of a static-only query on the reference,
-        under ``protocol`` (its vetoes decide which routes exist), each with guidance and measured effect.
+        """The KB's advice for the operation families of ``task``'s reference ``forward`` (dominant first), under
+        ``protocol`` (its vetoes decide which routes exist): :func:`kernelskill.retrieval.api.task_advice`, each
+        family's first routes with guidance and measured effect, as the seed prompt shows them.
 
-        The one place that asks retrieval for this: it can be pointed at a richer per-family answer later
-        without the loop, the prompts or the recorded runs changing shape."""
+        The one place the loop asks retrieval for this: the prompts and the recorded runs keep their shape."""
         settings = self.settings if self.settings is not None else load_settings()
-        if protocol is not None:
-            settings = settings.model_copy(deep=True)
-            settings.harness.protocol = protocol
-        proto = settings.harness.protocol
-        families = _task_families(task)
+        proto = protocol or settings.harness.protocol
         try:
-            raw = query(task, task=task, profile=None, settings=settings).model_dump(mode="json")
+            advice = retrieval_task_advice(task, protocol=proto, settings=settings.under_protocol(proto))
         except KernelskillError as exc:  # an unreadable task was refused before the loop started; say why
             log.warning("task advice for %s: %s", task, exc)
-            return TaskAdvice(protocol=str(proto), families=families, note=f"no routes: {exc}")
-        answered = FAMILY_NAMES.get(str((raw.get("context") or {}).get("op_family") or ""), "")
-        routes = []
-        for method in (raw.get("permitted") or [])[:ROUTES_PER_FAMILY]:
-            if method.get("examples"):
-                method["example"] = worked_example(method["examples"], task)
-            routes.append(Route(method_id=method["id"], name=method.get("name") or "",
-                                guidance=" ".join(str(method.get("guidance") or "").split()),
-                                effect=measured_effect(method)))
-        target = next((f for f in families if f.family == answered), None) or (families[0] if families else None)
-        if target is None:
-            target = FamilyAdvice(family=answered or "elementwise")
-            families.append(target)
-        target.routes = routes
-        others = [f.family for f in families if f is not target]
-        note = (f"the routes are the knowledge base's for the dominant operation ({target.family}); "
-                f"{', '.join(others)} follow{'s' if len(others) == 1 else ''} it in the forward") if others else ""
-        return TaskAdvice(protocol=str(proto), families=families, note=note)
+            return TaskAdvice(protocol=str(proto), families=_task_families(task), note=f"no routes: {exc}")
+        families = []
+        for fam in advice.families:
+            routes = []
+            for permitted in fam.routes[:ROUTES_PER_FAMILY]:
+                method = permitted.model_dump(mode="json")
+                if method.get("examples"):
+                    method["example"] = worked_example(method["examples"], task)
+                routes.append(Route(method_id=method["id"], name=method.get("name") or "",
+                                    guidance=" ".join(str(method.get("guidance") or "").split()),
+                                    effect=measured_effect(method)))
+            calls = ", ".join(fam.calls)
+            families.append(FamilyAdvice(family=FAMILY_NAMES.get(fam.family, fam.family), routes=routes,
+                                         evidence=f"{task.name}: Model.forward calls {calls}" if calls else ""))
+        if not families:
+            families = _task_families(task)
+        return TaskAdvice(protocol=str(proto), families=families, note="; ".join(advice.notes))
 
     def _attach_learned(self, raw: dict[str, Any], kernel: Path) -> None:
         """Each permitted method's learned evidence on similar kernels (``learned``), when runs taught any."""
