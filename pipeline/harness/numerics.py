@@ -49,13 +49,14 @@ class BackendSettings:
     @classmethod
     def current(cls) -> BackendSettings:
         v: dict[str, Any] = {}
-        if _PRECISION:
-            for name, obj in _PRECISION:
-                v[f"{name}.fp32_precision"] = obj.fp32_precision
+        if _PRECISION:  # the precision each path resolves to (tf32 or ieee), however it was spelled
+            raw = {f"{name}.fp32_precision": obj.fp32_precision for name, obj in _PRECISION}
+            for path in ("cuda.matmul", "cudnn.conv", "cudnn.rnn"):
+                v[f"{path}.tf32"] = _effective(raw, path) == "tf32"
         else:  # pragma: no cover - PyTorch before the fp32_precision API
-            v["cuda.matmul.allow_tf32"] = bool(_B.cuda.matmul.allow_tf32)
-            v["cudnn.allow_tf32"] = bool(_B.cudnn.allow_tf32)
-            v["float32_matmul_precision"] = torch.get_float32_matmul_precision()
+            v["cuda.matmul.tf32"] = bool(_B.cuda.matmul.allow_tf32)
+            v["cudnn.conv.tf32"] = v["cudnn.rnn.tf32"] = bool(_B.cudnn.allow_tf32)
+        v["float32_matmul_precision"] = torch.get_float32_matmul_precision()
         v["cudnn.enabled"] = bool(_B.cudnn.enabled)
         v["cudnn.benchmark"] = bool(_B.cudnn.benchmark)
         v["cudnn.deterministic"] = bool(_B.cudnn.deterministic)
@@ -70,16 +71,24 @@ class BackendSettings:
         return dict(self.values)
 
     def apply(self) -> None:
-        """Make these the process's settings (parents before children, so a child's value wins)."""
+        """Make these the process's settings. TF32 is set through PyTorch's legacy switches, which keep cuDNN's
+        convolution and RNN paths in step: setting the newer ``fp32_precision`` attributes one at a time leaves
+        PyTorch's legacy getter raising ("a mix of the legacy and new APIs"), and candidates commonly switch TF32
+        with ``torch.backends.cudnn.flags(allow_tf32=...)``, which reads it. Only a state the legacy switches
+        cannot express (convolution and RNN apart) is set through the newer attributes."""
         v = self.as_dict()
-        for name, obj in _PRECISION:
-            key = f"{name}.fp32_precision"
-            if key in v and obj.fp32_precision != v[key]:
-                obj.fp32_precision = v[key]
-        if "float32_matmul_precision" in v:  # pragma: no cover - older PyTorch
+        if torch.get_float32_matmul_precision() != v["float32_matmul_precision"]:
             torch.set_float32_matmul_precision(v["float32_matmul_precision"])
-            _B.cuda.matmul.allow_tf32 = v["cuda.matmul.allow_tf32"]
-            _B.cudnn.allow_tf32 = v["cudnn.allow_tf32"]
+        _B.cuda.matmul.allow_tf32 = bool(v["cuda.matmul.tf32"])
+        conv, rnn = bool(v["cudnn.conv.tf32"]), bool(v["cudnn.rnn.tf32"])
+        if _PRECISION and (_B.fp32_precision != "none" or _B.cudnn.fp32_precision != "none"):
+            _B.fp32_precision = "none"  # a global or cuDNN-wide precision would override the paths below
+            _B.cudnn.fp32_precision = "none"
+        if conv == rnn or not _PRECISION:
+            _B.cudnn.allow_tf32 = conv
+        else:
+            _B.cudnn.conv.fp32_precision = "tf32" if conv else "ieee"
+            _B.cudnn.rnn.fp32_precision = "tf32" if rnn else "ieee"
         _B.cudnn.enabled = v["cudnn.enabled"]
         _B.cudnn.benchmark = v["cudnn.benchmark"]
         _B.cudnn.deterministic = v["cudnn.deterministic"]
@@ -98,13 +107,7 @@ class BackendSettings:
     def describe(self) -> dict[str, Any]:
         """The switches that matter to a reader: TF32 for matmul and cuDNN convolutions, and the math modes."""
         v = self.as_dict()
-        out: dict[str, Any] = {}
-        if _PRECISION:
-            out["matmul_tf32"] = _effective(v, "cuda.matmul") == "tf32"
-            out["cudnn_conv_tf32"] = _effective(v, "cudnn.conv") == "tf32"
-        else:  # pragma: no cover
-            out["matmul_tf32"] = v["cuda.matmul.allow_tf32"]
-            out["cudnn_conv_tf32"] = v["cudnn.allow_tf32"]
+        out: dict[str, Any] = {"matmul_tf32": v["cuda.matmul.tf32"], "cudnn_conv_tf32": v["cudnn.conv.tf32"]}
         out.update({k: v[k] for k in ("cudnn.enabled", "cudnn.benchmark", "cudnn.deterministic",
                                       "deterministic_algorithms")})
         return out
