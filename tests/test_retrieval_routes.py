@@ -113,3 +113,24 @@ def test_device_rates_agree_with_the_harness_facts() -> None:
         for fact in ("copy_tb_s", "fp32_tflops", "tf32_tflops", "bf16_tflops"):
             assert dev[fact] == harness[key][fact], (key, fact)
     assert yaml.safe_load((ROOT / "retrieval" / "route_ceilings.yaml").read_text())["at_roofline_pct"] == 90
+
+
+def test_the_planner_sees_the_routes_the_roofline_and_what_the_parent_applies(settings) -> None:
+    """The planner prompt (``prompts render``, the loop's own rendering) carries the routes with their ceilings,
+    the parent's standing against its route, the at-roofline advice, and the methods the parent applies."""
+    from kernelskill.commands.prompts import render_step
+
+    near = render_step(settings, ADD_TASK, step="plan", candidate=ADD_KERNEL,
+                       profile=D / "profiles" / "scale_add_at_roofline.csv")
+    text = near["messages"][-1]["content"]
+    assert "## Routes for the operation that holds the time (elementwise" in text
+    assert "one_pass (the parent's route): ceiling" in text
+    assert "The parent is at its route's roofline" in text and "change route" in text
+    assert "Already applied by the parent (not offered again):" in text and "`vectorized_access_16b`" in text
+
+    gemm = render_step(settings, GEMM_TASK, step="plan", candidate=GEMM_KERNEL,
+                       profile=D / "profiles" / "tiled_gemm_coalesced.csv")
+    text = gemm["messages"][-1]["content"]
+    assert "- tensor_core: ceiling" in text and "not allowed here" in text  # libraries forbidden under strict
+    assert "`cp_async_double_buffering`" in text.split("Already applied by the parent")[1].split("\n")[0]
+    assert "roofline: tuning it further" not in text

@@ -307,7 +307,11 @@ def query_view(raw: dict[str, Any]) -> dict[str, Any]:
             "case": case or None, "static_only": bool(raw.get("static_only", False)),
             "permitted": _methods(raw.get("permitted"), "name", "guidance", "measured", "example", "learned"),
             "forbidden": _methods(raw.get("forbidden"), "reason"),
-            "fields": profile_fields(raw.get("profile")), "kernels": raw.get("kernels") or []}
+            "fields": profile_fields(raw.get("profile")), "kernels": raw.get("kernels") or [],
+            # the strategic routes of the op that holds the time (ceilings, the roofline verdict) and the methods
+            # the parent already applies: the planner weighs the route before the tactics
+            "routes": raw.get("routes") if isinstance(raw.get("routes"), dict) else None,
+            "applied": [a for a in raw.get("applied") or [] if isinstance(a, dict) and a.get("id")]}
 
 
 def profile_fields(profile: Any) -> dict[str, float]:
