@@ -258,6 +258,7 @@ _AUDIT_ARCH = {"x86_64": (0xC000003E, 41), "aarch64": (0xC00000B7, 198)}  # (AUD
 _SYS_SECCOMP = {"x86_64": 317, "aarch64": 277}
 SECCOMP_SET_MODE_FILTER, SECCOMP_FILTER_FLAG_TSYNC = 1, 1
 SECCOMP_RET_ALLOW, SECCOMP_RET_ERRNO, SECCOMP_RET_KILL_PROCESS = 0x7FFF0000, 0x00050000, 0x80000000
+X32_SYSCALL_BIT = 0x40000000  # x86-64's x32 ABI: the same calls under other numbers (never used by torch or CUDA)
 
 
 def deny_unix_sockets() -> str:
@@ -269,21 +270,22 @@ def deny_unix_sockets() -> str:
     if sys.platform != "linux" or machine not in _AUDIT_ARCH:
         return f"off (no filter for {sys.platform}/{machine})"
     arch, nr_socket = _AUDIT_ARCH[machine]
-    ld_w_abs, jeq_k, ret_k = 0x20, 0x15, 0x06
+    ld_w_abs, jeq_k, jge_k, ret_k = 0x20, 0x15, 0x35, 0x06
 
     def insn(code: int, jt: int, jf: int, k: int) -> bytes:
         return struct.pack("HBBI", code, jt, jf, k & 0xFFFFFFFF)
 
     prog = b"".join([
-        insn(ld_w_abs, 0, 0, 4),  # seccomp_data.arch
-        insn(jeq_k, 1, 0, arch),
-        insn(ret_k, 0, 0, SECCOMP_RET_KILL_PROCESS),
-        insn(ld_w_abs, 0, 0, 0),  # seccomp_data.nr
-        insn(jeq_k, 0, 3, nr_socket),
-        insn(ld_w_abs, 0, 0, 16),  # args[0] (low 32 bits): the address family
-        insn(jeq_k, 0, 1, socket.AF_UNIX),
-        insn(ret_k, 0, 0, SECCOMP_RET_ERRNO | errno.EPERM),
-        insn(ret_k, 0, 0, SECCOMP_RET_ALLOW),
+        insn(ld_w_abs, 0, 0, 4),  # 0: seccomp_data.arch
+        insn(jeq_k, 1, 0, arch),  # 1: this architecture -> 3
+        insn(ret_k, 0, 0, SECCOMP_RET_KILL_PROCESS),  # 2
+        insn(ld_w_abs, 0, 0, 0),  # 3: seccomp_data.nr
+        insn(jge_k, 4, 0, X32_SYSCALL_BIT),  # 4: an x32-ABI call (socket by another number) -> 9, refused
+        insn(jeq_k, 0, 2, nr_socket),  # 5: socket -> 6, anything else -> 8
+        insn(ld_w_abs, 0, 0, 16),  # 6: args[0] (low 32 bits): the address family
+        insn(jeq_k, 1, 0, socket.AF_UNIX),  # 7: AF_UNIX -> 9
+        insn(ret_k, 0, 0, SECCOMP_RET_ALLOW),  # 8
+        insn(ret_k, 0, 0, SECCOMP_RET_ERRNO | errno.EPERM),  # 9
     ])
     filt = ctypes.create_string_buffer(prog, len(prog))
 
