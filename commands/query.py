@@ -227,6 +227,7 @@ def render(r: Any, *, explain: bool = False) -> None:
     else:
         con.print(f"[red]no case matched[/]: {e(c.reason)}")
 
+    _render_routes(con, r)
     if r.permitted:
         whole = not _common.stdout_is_terminal()  # a pipe or a file gets every guidance whole; a terminal a summary
         t = Table(title="permitted methods (try in this order)" + (
@@ -257,6 +258,36 @@ def render(r: Any, *, explain: bool = False) -> None:
         t.add_row(s.kind, s.id, e(s.expr or ""), _inputs(s.inputs),
                   _v(s.value) + (f" [dim]{e(s.note)}[/]" if s.note else ""))
     con.print(t)
+
+
+def _render_routes(con: Any, r: Any) -> None:
+    """The strategic routes of the operation that holds the time (each with its ceiling and whether the protocol
+    allows it), where the kernel stands, and the methods it already applies."""
+    from rich.markup import escape as e
+    from rich.table import Table
+
+    rr = getattr(r, "routes", None)
+    if rr is not None and rr.routes:
+        t = Table(title=f"routes for {rr.op}" + (f" ({rr.kernel})" if rr.kernel else "")
+                  + f": speed-of-light ceilings on {rr.device}" + (f"; work: {rr.work}" if rr.work else ""),
+                  title_justify="left")
+        for col in ("route", "allowed", "ceiling", "computes at", "methods"):
+            t.add_column(col, overflow="fold")
+        for c in rr.routes:
+            ceiling = "-" if c.ceiling_ms is None else f"{c.ceiling_ms:.4g} ms"
+            if c.current and c.pct_of_ceiling is not None:
+                ceiling += f" (now at {c.pct_of_ceiling:.0f} %)"
+            t.add_row(c.route + (" [bold](current)[/]" if c.current else ""),
+                      "[green]yes[/]" if c.allowed else f"[red]no[/] [dim]{e(c.why_not)}[/]", ceiling, e(c.rate),
+                      ", ".join(c.methods))
+        con.print(t)
+        if rr.verdict:
+            style = "bold yellow" if rr.at_roofline else "dim"
+            con.print(f"[{style}]{'at its roofline: ' if rr.at_roofline else ''}{e(rr.verdict)}[/]")
+    applied = getattr(r, "applied", None) or []
+    if applied:
+        con.print("already applied (not offered again): " + ", ".join(
+            f"{a.id}" + (f" [dim](line {a.line})[/]" if a.line else "") for a in applied))
 
 
 def render_why(w: Any) -> None:

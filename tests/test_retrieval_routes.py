@@ -134,3 +134,16 @@ def test_the_planner_sees_the_routes_the_roofline_and_what_the_parent_applies(se
     assert "- tensor_core: ceiling" in text and "not allowed here" in text  # libraries forbidden under strict
     assert "`cp_async_double_buffering`" in text.split("Already applied by the parent")[1].split("\n")[0]
     assert "roofline: tuning it further" not in text
+
+
+def test_the_query_command_shows_the_routes_and_what_is_applied(settings) -> None:
+    import subprocess
+    import sys
+
+    out = subprocess.run([sys.executable, "-m", "kernelskill", "query", str(GEMM_KERNEL), "--task", str(GEMM_TASK),
+                          "--profile", str(D / "profiles" / "tiled_gemm_coalesced.csv"), "--home", str(settings.home)],
+                         capture_output=True, text=True, timeout=300, cwd=ROOT)
+    assert out.returncode == 0, out.stderr
+    assert "routes for gemm" in out.stdout and "hand_tiles (current)" in out.stdout
+    assert "the best allowed route is tensor_core" in out.stdout
+    assert "already applied (not offered again): cp_async_double_buffering (line" in out.stdout
