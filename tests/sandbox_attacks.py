@@ -14,6 +14,9 @@ import os
 import random
 import secrets
 import socket
+import subprocess
+import sys
+from collections.abc import Iterator
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]  # the package (the repository root)
@@ -303,3 +306,20 @@ protect(spec["home"])
 res = profile(spec["task"], spec["candidate"], EvalConfig(cache_dir=spec["cache"], run_timeout_s=120))
 print(json.dumps(res.to_dict()))
 """
+
+
+def world_for(tmp_path: Path) -> Iterator[World]:
+    """A world for a test module's ``world`` fixture: the package's files put back as they were afterwards."""
+    w = World(tmp_path)
+    contents = {str(p): p.read_bytes() for p in PACKAGE_FILES}
+    yield w
+    restore(w.before, contents)
+    w.close()
+
+
+def run_script(script: str, spec: dict, world: World, *, timeout: int = 900, **env: str) -> object:
+    """Run a harness driver script (``EVALUATE_MANY``, ``PROFILE_ONE``) in the world; its last line is JSON."""
+    proc = subprocess.run([sys.executable, "-c", script, json.dumps(spec)], cwd=world.project,
+                          env=world.env(**env), capture_output=True, text=True, timeout=timeout)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    return json.loads(proc.stdout.strip().splitlines()[-1])

@@ -30,14 +30,14 @@ from tests.sandbox_attacks import (
     CASES,
     EVALUATE_MANY,
     FAKE_NCU,
-    PACKAGE_FILES,
     PROFILE_ONE,
     SECRETS,
     World,
     findings,
     forging_candidate,
-    restore,
+    run_script,
     sampled_misbehaviours,
+    world_for,
 )
 
 NAMESPACED = isolation.available() == isolation.NAMESPACES
@@ -59,18 +59,11 @@ SAMPLED = sampled_misbehaviours(8)
 
 @pytest.fixture(scope="module")
 def world(tmp_path_factory):
-    w = World(tmp_path_factory.mktemp("sandbox-world"))
-    contents = {str(p): p.read_bytes() for p in PACKAGE_FILES}
-    yield w
-    restore(w.before, contents)
-    w.close()
+    yield from world_for(tmp_path_factory.mktemp("sandbox-world"))
 
 
 def _run(script: str, spec: dict, world: World, **env: str) -> object:
-    proc = subprocess.run([sys.executable, "-c", script, json.dumps(spec)], cwd=world.project,
-                          env=world.env(**env), capture_output=True, text=True, timeout=900)
-    assert proc.returncode == 0, proc.stderr[-3000:]
-    return json.loads(proc.stdout.strip().splitlines()[-1])
+    return run_script(script, spec, world, timeout=900, **env)
 
 
 @pytest.fixture(scope="module")

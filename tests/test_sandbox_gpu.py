@@ -10,8 +10,6 @@ same way. Imports the harness, torch and the standard library only. Run on a CUD
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
 
 import pytest
 
@@ -22,13 +20,13 @@ from tests.sandbox_attacks import (
     CASES,
     EVALUATE_MANY,
     FAKE_NCU,
-    PACKAGE_FILES,
     PROFILE_ONE,
     World,
     findings,
     forging_candidate,
-    restore,
+    run_script,
     sampled_misbehaviours,
+    world_for,
 )
 
 pytestmark = pytest.mark.gpu
@@ -48,18 +46,11 @@ SAMPLED = sampled_misbehaviours(4, seed=2027)
 
 @pytest.fixture(scope="module")
 def world(tmp_path_factory):
-    w = World(tmp_path_factory.mktemp("sandbox-gpu-world"))
-    contents = {str(p): p.read_bytes() for p in PACKAGE_FILES}
-    yield w
-    restore(w.before, contents)
-    w.close()
+    yield from world_for(tmp_path_factory.mktemp("sandbox-gpu-world"))
 
 
 def _run(script: str, spec: dict, world: World, **env: str) -> object:
-    proc = subprocess.run([sys.executable, "-c", script, json.dumps(spec)], cwd=world.project,
-                          env=world.env(**env), capture_output=True, text=True, timeout=1500)
-    assert proc.returncode == 0, proc.stderr[-3000:]
-    return json.loads(proc.stdout.strip().splitlines()[-1])
+    return run_script(script, spec, world, timeout=1500, **env)
 
 
 NAMESPACED = isolation.available() == isolation.NAMESPACES
