@@ -46,6 +46,7 @@ import sys
 import time
 import traceback
 from pathlib import Path
+from typing import Any
 
 REPO = Path(__file__).resolve().parents[1]
 SKILLS = REPO / "kb" / "skills"
@@ -138,6 +139,22 @@ class Timer:
         return round(statistics.median(times), 5), round(q[2] - q[0], 5)
 
 
+
+def _measure_calls(calls: dict, x: Any, ref64: Any, ref32: Any, *, timer: Timer | None) -> dict:
+    """Each variant's error against float64 (and the fp32 reference) on ``x`` and, with a ``timer``, its median
+    time; one failing variant is a row, not the end of the run."""
+    rows: dict = {}
+    for name, fn in calls.items():
+        try:
+            out = fn(x)
+            _sync()
+            rows[name] = errors(out, ref64, ref32)
+            if timer is not None:
+                rows[name]["ms"], rows[name]["iqr_ms"] = timer(lambda fn=fn, x=x: fn(x))
+        except Exception as exc:  # noqa: BLE001
+            rows[name] = {"error": f"{type(exc).__name__}: {exc}"[-800:], "trace": traceback.format_exc()[-2000:]}
+    return rows
+
 def errors(out, ref64, ref32) -> dict:
     import torch
 
@@ -228,18 +245,7 @@ def measure_example(method: str, timer: Timer, ec_module) -> dict:
                 x = maker()[0].to(DEVICE)
             if SMOKE:
                 x = x[:1].contiguous()
-            ref64 = model64(x.double())
-            ref32 = eager_fp32(x)
-            rows = {}
-            for name, fn in calls.items():
-                try:
-                    out = fn(x)
-                    _sync()
-                    rows[name] = errors(out, ref64, ref32)
-                    if label == "task_rand":
-                        rows[name]["ms"], rows[name]["iqr_ms"] = timer(lambda fn=fn, x=x: fn(x))
-                except Exception as exc:  # one failing variant is a row, not the end of the run
-                    rows[name] = {"error": f"{type(exc).__name__}: {exc}"[-800:], "trace": traceback.format_exc()[-2000:]}
+            rows = _measure_calls(calls, x, model64(x.double()), eager_fp32(x), timer=timer if label == "task_rand" else None)
             _with_ratio(rows)
             result["inputs"][label] = rows
     return result
@@ -373,18 +379,7 @@ def measure_implicit_gemm(timer: Timer, ec) -> dict:
                 x = torch.rand_like(x)
             if SMOKE:
                 x = x[:1].contiguous()
-            ref64 = model64(x.double())
-            ref32 = model(x)
-            rows = {}
-            for name, fn in calls.items():
-                try:
-                    out = fn(x)
-                    _sync()
-                    rows[name] = errors(out, ref64, ref32)
-                    if label == "task_randn":
-                        rows[name]["ms"], rows[name]["iqr_ms"] = timer(lambda fn=fn, x=x: fn(x))
-                except Exception as exc:
-                    rows[name] = {"error": f"{type(exc).__name__}: {exc}"[:800]}
+            rows = _measure_calls(calls, x, model64(x.double()), model(x), timer=timer if label == "task_randn" else None)
             _with_ratio(rows)
             result["inputs"][label] = rows
     return result
