@@ -140,4 +140,6 @@ def eval_data(ctx: Ctx, task: Path, kernel: Path, *, with_profile: bool = False,
         if with_profile and result.status == "ok":
             with progress.stage("profiling one forward with ncu"):
                 data["profile"] = profile(task, kernel, cfg).to_dict()
-    return data
+    from kernelskill.pipeline.runs.redact import redact
+
+    return redact(data)  # what the candidate printed or raised may quote a secret: never shown raw
