@@ -262,10 +262,13 @@ def answer_step(ctx, r, request_id: str, text: str, *, by: str, source: str) -> 
               help="Evaluator instead of the local harness.")
 @click.option("--retriever", "retriever_spec", default=None, metavar="MODULE:ATTR",
               help="Retriever instead of kernelskill.query.")
+@click.option("--allow-weak-isolation", is_flag=True, default=False,
+              help="Run candidates even where the sandbox has no namespaces (process-only isolation: generated "
+                   "code could read this user's files and reach the network).")
 @common_options
 def resume_cmd(ctx, run: str | None, all_dir: Path | None, stop_before: tuple[str, ...], rounds: int | None,
                provider: str | None, model: str | None, base_url: str | None, evaluator_spec: str | None,
-               retriever_spec: str | None) -> None:
+               retriever_spec: str | None, allow_weak_isolation: bool = False) -> None:
     """Continue RUN (or every run in --all DIR) until it finishes or needs the other side."""
     from kernelskill.commands import optimize as opt
     from kernelskill.errors import KernelskillError
@@ -275,12 +278,13 @@ def resume_cmd(ctx, run: str | None, all_dir: Path | None, stop_before: tuple[st
         raise KernelskillError("runs resume: give one RUN or --all DIR")
     if run is not None:
         opt.report_result(ctx, *resume_one(ctx, run, list(stop_before), rounds, provider, model, base_url,
-                                           evaluator_spec, retriever_spec))
+                                           evaluator_spec, retriever_spec, allow_weak_isolation=allow_weak_isolation))
         return
     settings = ctx.settings(**opt.llm_overrides(model, base_url, provider))
     stops = sorted(set(stop_before))
     assert all_dir is not None
-    rows = resume_all(ctx, RunStore(all_dir), settings, stops, rounds, provider, evaluator_spec, retriever_spec)
+    rows = resume_all(ctx, RunStore(all_dir), settings, stops, rounds, provider, evaluator_spec, retriever_spec,
+                      allow_weak_isolation=allow_weak_isolation)
 
     def render(items: list[dict[str, Any]]) -> None:
         from rich.table import Table
@@ -311,7 +315,8 @@ def resume_cmd(ctx, run: str | None, all_dir: Path | None, stop_before: tuple[st
 
 def resume_one(ctx, run: str, stop_before: list[str], rounds: int | None = None, provider: str | None = None,
                model: str | None = None, base_url: str | None = None, evaluator_spec: str | None = None,
-               retriever_spec: str | None = None, *, display: bool = True) -> tuple[Any, Any]:
+               retriever_spec: str | None = None, *, display: bool = True,
+               allow_weak_isolation: bool = False) -> tuple[Any, Any]:
     """Continue run ``run`` until it finishes or needs the other side (without a visible GPU it stops
     before the GPU steps); returns the run and the loop's result."""
     from kernelskill.commands import optimize as opt
@@ -321,6 +326,10 @@ def resume_one(ctx, run: str, stop_before: list[str], rounds: int | None = None,
     r = _store(ctx).open(run)
     evaluator = opt.make_evaluator(settings, evaluator_spec, ["gpu"])
     stops, no_gpu = opt.gpu_stops(evaluator, stops)  # this machine is the LLM side: go on up to the GPU step
+    if evaluator_spec is None and "gpu" not in stops:  # candidates run here: in a sandbox, or not at all
+        from kernelskill.pipeline.harness.preflight import require_isolation
+
+        require_isolation(allow_weak_isolation, home=str(settings.home))
     options = opt.resumed_options(r, settings, stops, rounds, None, provider)
     llm = opt.make_llm(settings, stops)
     retriever = opt.make_retriever(settings, retriever_spec)
@@ -330,7 +339,8 @@ def resume_one(ctx, run: str, stop_before: list[str], rounds: int | None = None,
 
 
 def resume_all(ctx, store, settings, stops: list[str], rounds: int | None, provider: str | None,
-               evaluator_spec: str | None, retriever_spec: str | None) -> list[dict[str, Any]]:
+               evaluator_spec: str | None, retriever_spec: str | None, *,
+               allow_weak_isolation: bool = False) -> list[dict[str, Any]]:
     """Advance every unfinished run of ``store``: each goes on through its LLM side up to its next GPU
     step, then all pending GPU steps are evaluated together (one batch, builds in parallel), and again,
     until every run has finished or waits for something this machine cannot give."""
@@ -351,6 +361,10 @@ def resume_all(ctx, store, settings, stops: list[str], rounds: int | None, provi
         except KernelskillError as exc:
             log.warning("GPU steps stay pending: %s", exc)
             batch_gpu = False
+    if batch_gpu and evaluator_spec is None:  # candidates run here: in a sandbox, or not at all
+        from kernelskill.pipeline.harness.preflight import require_isolation
+
+        require_isolation(allow_weak_isolation, home=str(settings.home))
     batcher = evaluator if evaluator_spec else gpu_side.HarnessGPU(build_jobs=settings.harness.build_jobs or None)
     loop_stops = sorted(set(stops) | {"gpu"})  # GPU steps wait for the batch
     retriever = opt.make_retriever(settings, retriever_spec)

@@ -301,3 +301,20 @@ def test_optimize_refuses_without_namespaces(monkeypatch, tmp_path):
 def test_errno_names_used_by_the_probe_exist():
     assert {"EROFS", "EPERM", "ENOENT", "EACCES"} <= set(errno.errorcode.values())
     assert SECRETS and Path(FAKE_NCU).stat().st_mode & 0o111
+
+
+def test_runs_resume_refuses_without_namespaces(monkeypatch, tmp_path):
+    """Resuming a run runs its candidates here just as optimize does: the same refusal, the same flag."""
+    from kernelskill.cli import main
+    from kernelskill.commands import optimize as optimize_cmd
+    from kernelskill.pipeline.harness import preflight
+
+    home = str(tmp_path / "h")
+    first = CliRunner().invoke(main, ["--home", home, "optimize", str(ADD), "--llm", "exchange", "--stop-before", "gpu"])
+    assert first.exit_code == 3, first.output  # paused at its first LLM step: nothing ran
+    run_id = next(p.name for p in (tmp_path / "h" / "runs").iterdir())
+    monkeypatch.setattr(preflight, "available_isolation", lambda: isolation.PROCESS_ONLY)
+    monkeypatch.setattr(optimize_cmd, "gpu_stops", lambda evaluator, stops: (stops, None))  # as on a GPU box
+    res = CliRunner().invoke(main, ["--home", home, "runs", "resume", run_id])
+    assert res.exit_code == 2, res.output
+    assert "process-only" in res.output and "--allow-weak-isolation" in res.output
