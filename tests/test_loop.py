@@ -363,3 +363,31 @@ def test_the_prompts_describe_the_gpu_that_evaluated_last(tmp_path: Path, task_f
     later = prompts["r02.optimize.1"]
     assert "NVIDIA H100 80GB HBM3" in later and "H200" not in later
     assert "2.87 TB/s measured" in later and "50 MB L2" in later
+
+
+class MeasuresIntervals(ScriptedEvaluator):
+    """Every correct result carries the harness's 95 % interval of its speedup (here +-1 %)."""
+
+    def evaluate(self, task: Path, candidate: Path, *, seed: int | None = None) -> dict[str, Any]:
+        out = super().evaluate(task, candidate, seed=seed)
+        if out.get("speedup"):
+            out["speedup_ci"] = [round(out["speedup"] * 0.99, 4), round(out["speedup"] * 1.01, 4)]
+        return out
+
+
+def test_every_speedup_a_report_shows_carries_its_interval(tmp_path: Path, task_file: Path) -> None:
+    from kernelskill.pipeline.runs.report import candidate_rows, markdown_report, summary
+
+    store = RunStore(tmp_path / "runs")
+    options = LoopOptions(rounds=5)
+    run = store.create(task_file, {"model": "test-model", "options": options.model_dump()})
+    with ScriptedOpenAI(main_script()) as server:
+        Loop(run, LLMClient.from_settings(llm_settings(server.base_url)), MeasuresIntervals(), retriever(),
+             options).execute()
+    report = markdown_report(run)
+    assert "| 5 | optimize | kernel_fusion |" in report and "2.4 (2.376-2.424)" in report
+    assert "final pick: `candidates/r05.optimize.py`" in report and "(95 % interval 2.376-2.424x)" in report
+    rows = {r["candidate"]: r for r in candidate_rows(run)}
+    assert rows["candidates/r05.optimize.py"]["speedup_ci"] == "2.376-2.424"
+    s = summary(run)
+    assert s["verified_speedup"] == pytest.approx(2.4) and s["verified_speedup_ci"] == [2.376, 2.424]

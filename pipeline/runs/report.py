@@ -97,8 +97,10 @@ def markdown_report(run: Run) -> str:
         lines.append("- knowledge: **none** (ablation arm: no profile, no query; the planner chose freely, "
                      "without retrieved cases, methods or evidence)")
     lines += ["", "## Trajectory", "",
-              "| round | branch | method | parent | result | speedup | parent next | planner | review |",
+              "| round | branch | method | parent | result | speedup (95 % interval) | parent next | planner | review |",
               "|---:|---|---|---|---|---:|---|---|---|"]
+    intervals = {e["data"].get("candidate"): _interval_text((e["data"].get("result") or {}).get("speedup_ci"))
+                 for e in events if e["type"] == "eval" and not str(e["step"]).startswith("verify")}
     for a in attempts:
         plan = (plans_by_parent.get((a["round"], a.get("parent"))) or plans.get(f"r{a['round']:02d}")
                 if a["branch"] == "optimize" else None)  # a search plans once per frontier member
@@ -108,7 +110,8 @@ def markdown_report(run: Run) -> str:
             if plan.get("filtered"):
                 planner += f", filtered {', '.join(plan['filtered'])}"
         lines.append("| " + " | ".join(_cell(v) for v in (
-            a["round"], a["branch"], a.get("method"), a.get("parent"), a["result_class"], a.get("speedup"),
+            a["round"], a["branch"], a.get("method"), a.get("parent"), a["result_class"],
+            _with_interval(a.get("speedup"), intervals.get(a.get("candidate"))),
             "accepted" if a.get("accepted") else "kept", planner, a.get("review"))) + " |")
     rounds = round_rows(run)
     if rounds:
@@ -197,7 +200,18 @@ def _row(round_: Any, step: str, cand: str, branch: Any, method: Any, status: An
             "candidate_iqr_ms": result.get("candidate_iqr_ms"), "baseline_ms": result.get("baseline_ms"),
             "baseline_iqr_ms": result.get("baseline_iqr_ms"), "compile_ms": result.get("compile_ms"),
             "build_s": details.get("build_seconds"), "accepted": accepted, "verified_speedup": verified,
-            "review": review}
+            "speedup_ci": _interval_text(result.get("speedup_ci")), "review": review}
+
+
+def _with_interval(speedup: Any, interval: str | None) -> Any:
+    return f"{speedup} ({interval})" if interval and speedup is not None else speedup
+
+
+def _interval_text(ci: Any) -> str | None:
+    """A speedup's 95 % interval as ``lo-hi`` (None when the harness gave none)."""
+    if isinstance(ci, list | tuple) and len(ci) == 2 and all(isinstance(v, int | float) for v in ci):
+        return f"{ci[0]:.3f}-{ci[1]:.3f}"
+    return None
 
 
 def report_data(run: Run) -> dict[str, Any]:
@@ -247,11 +261,11 @@ def html_report(run: Run, data: dict[str, Any] | None = None) -> str:
     if s.get("waits_for"):
         facts.append(("waits for", s["waits_for"]))
     fields = [("round", "round"), ("step", "step"), ("branch", "branch"), ("method", "method"),
-              ("status", "status"), ("speedup", "speedup"), ("candidate ms", "candidate_ms"),
-              ("IQR ms", "candidate_iqr_ms"), ("eager ms", "baseline_ms"), ("torch.compile ms", "compile_ms"),
+              ("status", "status"), ("speedup", "speedup"), ("95 % interval", "speedup_ci"),
+              ("candidate ms", "candidate_ms"), ("IQR ms", "candidate_iqr_ms"), ("eager ms", "baseline_ms"), ("torch.compile ms", "compile_ms"),
               ("build s", "build_s"), ("accepted", "accepted"), ("re-verified", "verified_speedup"),
               ("review", "review")]
-    optional = {"compile_ms", "build_s", "verified_speedup"}  # shown when some candidate has one
+    optional = {"compile_ms", "build_s", "verified_speedup", "speedup_ci"}  # shown when some candidate has one
     fields = [(c, k) for c, k in fields if k not in optional or any(r[k] is not None for r in rows)]
     table = page.table_html([c for c, _ in fields], [[r[k] for _, k in fields] for r in rows],
                             table_id="candidates", digits=4, detail="review",
