@@ -391,3 +391,5 @@ def test_every_speedup_a_report_shows_carries_its_interval(tmp_path: Path, task_
     assert rows["candidates/r05.optimize.py"]["speedup_ci"] == "2.376-2.424"
     s = summary(run)
     assert s["verified_speedup"] == pytest.approx(2.4) and s["verified_speedup_ci"] == [2.376, 2.424]
+    plan = next(e for e in run.log.of_type("llm_call") if e["step"] == "r05.plan.1")["data"]["messages"][-1]
+    assert "1.900x over PyTorch eager, 95 % interval 1.881-1.919x)" in plan["content"]  # the parent, r02

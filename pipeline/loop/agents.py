@@ -162,20 +162,20 @@ class Agents:
     def plan_messages(self, *, task_source: str, kernel_source: str, parent_speedup: float,
                       query: dict[str, Any], permitted: list[dict[str, Any]], filtered: dict[str, str],
                       memory: dict[str, Any], rejection: str = "", plans_wanted: int = 1,
-                      paid: dict[str, str] | None = None) -> list[dict[str, str]]:
+                      paid: dict[str, str] | None = None, parent_ci: list[float] | None = None) -> list[dict[str, str]]:
         """``plans_wanted`` > 1: the search's ask for several plans at once (``partials/plans.j2``), with the
         methods that ``paid`` on another candidate of the search."""
         if self.knowledge in FREE_ARMS:  # no diagnosis, methods or evidence: the code, the GPU, the memory (and the
             # profile arm: the parent's measured counters)
             return self._messages("planner", "planner_free.j2", task_source=task_source, kernel_source=kernel_source,
-                                  parent_speedup=parent_speedup, filtered=filtered, memory=memory,
+                                  parent_speedup=parent_speedup, parent_ci=parent_ci, filtered=filtered, memory=memory,
                                   rejection=rejection, plans_wanted=plans_wanted, paid=paid or {}, permitted=[],
                                   profile=query.get("profile_numbers") if self.knowledge == "profile" else None,
                                   profile_error=query.get("profile_error") if self.knowledge == "profile" else None)
         evidence = sorted((m for m in permitted if (m.get("measured") or {}).get("speedup")),
                           key=lambda m: (-((m.get("example") or {}).get("similarity") or 0.0), m["id"]))
         return self._messages("planner", task_source=task_source, kernel_source=kernel_source,
-                              parent_speedup=parent_speedup, query=query, permitted=permitted,
+                              parent_speedup=parent_speedup, parent_ci=parent_ci, query=query, permitted=permitted,
                               full_methods=FULL_GUIDANCE_METHODS, evidence=evidence, filtered=filtered,
                               forbidden=query.get("forbidden", []), memory=memory, rejection=rejection,
                               plans_wanted=plans_wanted, paid=paid or {})
@@ -247,7 +247,7 @@ class Agents:
 
     def plan(self, *, step: str, round_: int, task_source: str, kernel_source: str, parent_speedup: float,
              query: dict[str, Any], permitted: list[dict[str, Any]], filtered: dict[str, str],
-             memory: dict[str, Any], reasks: int = 1) -> PlanDecision:
+             memory: dict[str, Any], reasks: int = 1, parent_ci: list[float] | None = None) -> PlanDecision:
         """The planner must name a permitted method: re-asked ``reasks`` times with the reason,
         then the top permitted method is used and that is recorded (``fallback``)."""
         free = self.knowledge in FREE_ARMS  # the ablations: any technique, checked for the answer's shape only
@@ -257,7 +257,7 @@ class Agents:
         for ask in range(1, reasks + 2):
             messages = self.plan_messages(task_source=task_source, kernel_source=kernel_source,
                                           parent_speedup=parent_speedup, query=query, permitted=permitted,
-                                          filtered=filtered, memory=memory, rejection=rejection)
+                                          filtered=filtered, memory=memory, rejection=rejection, parent_ci=parent_ci)
             # one ask per step: a rejected plan is asked again with a fresh prompt that says why
             value, reason = self._json("planner", PLAN_SCHEMA, step, round_, messages,
                                        steps=(f"{step}.{ask}",), method_in=None if free else ids)

@@ -348,7 +348,7 @@ class Loop:
         plan: PlanDecision = self.agents.plan(
             step=f"r{r:02d}.plan", round_=r, task_source=self.task_source, kernel_source=self.run.read(parent.path),
             parent_speedup=parent.result.get("speedup") or 0.0, query=query, permitted=offered, filtered=filtered,
-            memory=self.memory.view(), reasks=self.options.reask_planner)
+            memory=self.memory.view(), reasks=self.options.reask_planner, parent_ci=parent.result.get("speedup_ci"))
         self._note("plan", f"r{r:02d}.plan", {"parent": parent.path, "offered": [m["id"] for m in offered],
                                               "filtered": filtered, **plan.model_dump()})
         method = next(m for m in offered if m["id"] == plan.method)
@@ -371,7 +371,7 @@ class Loop:
         plan: PlanDecision = self.agents.plan(
             step=f"r{r:02d}.plan", round_=r, task_source=self.task_source, kernel_source=source,
             parent_speedup=parent.result.get("speedup") or 0.0, query=query, permitted=[], filtered=failed,
-            memory=self.memory.view(), reasks=self.options.reask_planner)
+            memory=self.memory.view(), reasks=self.options.reask_planner, parent_ci=parent.result.get("speedup_ci"))
         self._note("plan", f"r{r:02d}.plan", {"parent": parent.path, "offered": [], "filtered": failed,
                                               "knowledge": self.options.knowledge, **plan.model_dump()})
         self._phase("optimize")

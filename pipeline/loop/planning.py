@@ -26,7 +26,8 @@ class PlanSet(BaseModel):
 
 def plan_many(agents: Agents, *, step: str, round_: int, wanted: int, task_source: str, kernel_source: str,
               parent_speedup: float, query: dict[str, Any], permitted: list[dict[str, Any]],
-              filtered: dict[str, str], paid: dict[str, str], memory: dict[str, Any], reasks: int = 1) -> PlanSet:
+              filtered: dict[str, str], paid: dict[str, str], memory: dict[str, Any], reasks: int = 1,
+              parent_ci: list[float] | None = None) -> PlanSet:
     """Ask under ``<step>.1`` (then ``<step>.2`` ... with the reason) for up to ``wanted`` plans."""
     assert agents.llm is not None
     free = agents.knowledge in FREE_ARMS
@@ -39,7 +40,7 @@ def plan_many(agents: Agents, *, step: str, round_: int, wanted: int, task_sourc
         messages = agents.plan_messages(task_source=task_source, kernel_source=kernel_source,
                                         parent_speedup=parent_speedup, query=query, permitted=permitted,
                                         filtered=filtered, memory=memory, rejection=rejection,
-                                        plans_wanted=wanted, paid=paid)
+                                        plans_wanted=wanted, paid=paid, parent_ci=parent_ci)
         value, reason = agents.llm.ask_json("planner", messages, schema, steps=(f"{step}.{ask}",),
                                             round_=round_, expects=expects)
         if value is not None:

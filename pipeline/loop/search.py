@@ -254,7 +254,8 @@ class Search:
                               kernel_source=source, parent_speedup=member.result.get("speedup") or 0.0,
                               query=query if not free else {k: v for k, v in query.items()
                                                              if k.startswith("profile_")}, permitted=offered, filtered=filtered, paid=paid,
-                              memory=memory, reasks=self.options.reask_planner)
+                              memory=memory, reasks=self.options.reask_planner,
+                              parent_ci=member.result.get("speedup_ci"))
             loop._note("plan", step, {"parent": member.path, "offered": [m["id"] for m in offered],
                                       "filtered": filtered, "paid_elsewhere": paid, "wanted": n,
                                       **({"knowledge": self.options.knowledge} if free else {}),
