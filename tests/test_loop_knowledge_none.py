@@ -18,7 +18,7 @@ from kernelskill.cli import main
 from kernelskill.kb.loader import load_skills
 from kernelskill.pipeline.loop import Loop, LoopOptions
 from kernelskill.pipeline.loop.llm import LLMClient
-from kernelskill.pipeline.runs import RunStore
+from kernelskill.pipeline.runs import Run, RunStore
 from tests.openai_test_server import ScriptedOpenAI
 from tests.test_loop import llm_settings
 from tests.test_loop_helpers import TASK, ScriptedEvaluator, StandInRetriever, fenced, kernel, review
@@ -49,12 +49,18 @@ def kb_words() -> list[str]:
     return words + [c.id for c in skills.cases] + [b.id for b in skills.bottlenecks]
 
 
-def test_knowledge_none_plans_freely_with_no_kb_content(tmp_path: Path) -> None:
+def arm_run(tmp_path: Path, knowledge: str, *, rounds: int) -> tuple[Run, LoopOptions]:
+    """A fresh run of the ReLU task for one ablation arm (no repairs), and its options."""
     task = tmp_path / "relu2.py"
     task.write_text(TASK)
-    options = LoopOptions(rounds=2, knowledge="none", max_repairs=0)
+    options = LoopOptions(rounds=rounds, knowledge=knowledge, max_repairs=0)
     run = RunStore(tmp_path / "runs").create(task, {"model": "test-model",
                                                     "options": options.model_dump(exclude={"stop_before"})})
+    return run, options
+
+
+def test_knowledge_none_plans_freely_with_no_kb_content(tmp_path: Path) -> None:
+    run, options = arm_run(tmp_path, "none", rounds=2)
     evaluator, retriever = ScriptedEvaluator(), StandInRetriever()
     with ScriptedOpenAI(SCRIPT) as server:
         result = Loop(run, LLMClient.from_settings(llm_settings(server.base_url)), evaluator, retriever,

@@ -13,13 +13,12 @@ import json
 from pathlib import Path
 from typing import Any
 
-from kernelskill.pipeline.loop import Loop, LoopOptions
+from kernelskill.pipeline.loop import Loop
 from kernelskill.pipeline.loop.llm import LLMClient
-from kernelskill.pipeline.runs import RunStore
 from tests.openai_test_server import ScriptedOpenAI
 from tests.test_loop import llm_settings
-from tests.test_loop_helpers import TASK, ScriptedEvaluator, StandInRetriever, fenced, kernel, review
-from tests.test_loop_knowledge_none import free_plan, kb_words
+from tests.test_loop_helpers import ScriptedEvaluator, StandInRetriever, fenced, kernel, review
+from tests.test_loop_knowledge_none import arm_run, free_plan, kb_words
 
 CAPTURE = Path(__file__).parent / "data" / "h200_profiles" / "l2_12.csv"
 
@@ -41,11 +40,7 @@ SCRIPT = {
 
 
 def test_profile_arm_shows_the_counters_and_no_kb_content(tmp_path: Path) -> None:
-    task = tmp_path / "relu2.py"
-    task.write_text(TASK)
-    options = LoopOptions(rounds=1, knowledge="profile", max_repairs=0)
-    run = RunStore(tmp_path / "runs").create(task, {"model": "test-model",
-                                                    "options": options.model_dump(exclude={"stop_before"})})
+    run, options = arm_run(tmp_path, "profile", rounds=1)
     evaluator, retriever = ProfilingEvaluator(), StandInRetriever()
     with ScriptedOpenAI(SCRIPT) as server:
         result = Loop(run, LLMClient.from_settings(llm_settings(server.base_url)), evaluator, retriever,
@@ -76,11 +71,7 @@ def test_profile_arm_shows_the_counters_and_no_kb_content(tmp_path: Path) -> Non
 
 def test_profile_arm_without_a_capture_says_so(tmp_path: Path) -> None:
     """No ncu on the GPU box: the planner is told the profile is not available, and the run goes on."""
-    task = tmp_path / "relu2.py"
-    task.write_text(TASK)
-    options = LoopOptions(rounds=1, knowledge="profile", max_repairs=0)
-    run = RunStore(tmp_path / "runs").create(task, {"model": "test-model",
-                                                    "options": options.model_dump(exclude={"stop_before"})})
+    run, options = arm_run(tmp_path, "profile", rounds=1)
     with ScriptedOpenAI(SCRIPT) as server:
         result = Loop(run, LLMClient.from_settings(llm_settings(server.base_url)), ScriptedEvaluator(),
                       StandInRetriever(), options).execute()
@@ -95,11 +86,7 @@ def test_the_suite_driver_serves_the_profile_arm_and_the_seed_advice(tmp_path: P
     passes the profile arm's counters (and the KB arm's seed advice) through to the real ones."""
     from kernelskill.pipeline.bench.driver import SerialRetriever
 
-    task = tmp_path / "relu2.py"
-    task.write_text(TASK)
-    options = LoopOptions(rounds=1, knowledge="profile", max_repairs=0)
-    run = RunStore(tmp_path / "runs").create(task, {"model": "test-model",
-                                                    "options": options.model_dump(exclude={"stop_before"})})
+    run, options = arm_run(tmp_path, "profile", rounds=1)
     inner = StandInRetriever()
     with ScriptedOpenAI(SCRIPT) as server:
         result = Loop(run, LLMClient.from_settings(llm_settings(server.base_url)), ProfilingEvaluator(),
