@@ -139,3 +139,13 @@ def test_cli_eval_json_and_exit_codes(tmp_path):
     res = runner.invoke(main, ["--home", str(home), "eval", str(CASES / "cpu" / "good_add.py"),
                                str(CASES / "cpu" / "good_add.py")])
     assert res.exit_code == 2 and "not a KernelBench task" in res.output and "it is a candidate" in res.output
+
+
+def test_a_worker_without_the_gpu_its_parent_sees_fails_loudly_never_on_the_cpu(tmp_path, monkeypatch):
+    """Where the parent sees a CUDA device and the worker does not (a sandbox that hides the driver), the
+    evaluation is a harness failure naming why: it never falls back to timing the candidate on the CPU."""
+    monkeypatch.setenv("KERNELSKILL_HARNESS_DEVICE", "cuda")  # what a GPU machine's parent would say
+    res = evaluate(ADD, CASES / "cpu" / "good_add.py", EvalConfig(cache_dir=str(tmp_path)))
+    assert not res.correct and res.harness_failure, res.message
+    assert "parent process sees a CUDA device but this worker does not" in res.message
+    assert res.candidate_ms is None and "gpu" not in res.details

@@ -28,6 +28,7 @@ import contextlib
 import copy
 import logging
 import math
+import os
 import statistics
 import time
 from collections.abc import Sequence
@@ -160,6 +161,21 @@ def fp64_errors(ref_model: Any, inputs: list[Any], ref_out: Any, cand_out: Any, 
     return normalized_error(acc_ref or []), normalized_error(acc_cand or []), f"{chunks} batch chunks"
 
 
+class CudaUnavailable(RuntimeError):
+    """The job asked for the GPU and this worker cannot reach it: a harness failure, never the candidate's."""
+
+    harness_failure = True
+
+
+def cuda_unavailable_reason() -> str:
+    """Why ``torch.cuda.is_available()`` is false here: the driver's own error where it gives one."""
+    try:
+        torch.cuda.init()
+    except Exception as exc:  # noqa: BLE001 - the message is the point
+        return str(exc).splitlines()[0][:300] or type(exc).__name__
+    return f"no device visible (CUDA_VISIBLE_DEVICES={os.environ.get('CUDA_VISIBLE_DEVICES', 'unset')!r})"
+
+
 class Evaluation:
     def __init__(self, req: dict[str, Any], stage: Stage) -> None:
         self.req = req
@@ -167,7 +183,13 @@ class Evaluation:
         self.config = EvalConfig.from_dict(req["config"])
         self.sticky = False
         self.details: dict[str, Any] = {}
-        if torch.cuda.is_available() and req.get("device_type", "cuda") == "cuda":
+        wants_cuda = req.get("device_type", "cuda") == "cuda"
+        if wants_cuda and not torch.cuda.is_available():
+            # the parent sees a GPU and this worker does not (the sandbox hid a device node, a driver file or
+            # the CUDA libraries): evaluating on the CPU instead would publish CPU timings as GPU figures
+            raise CudaUnavailable(f"the parent process sees a CUDA device but this worker does not: "
+                                  f"{cuda_unavailable_reason()}")
+        if wants_cuda:
             self.device = torch.device("cuda", 0)  # the parent set CUDA_VISIBLE_DEVICES
             torch.cuda.set_device(self.device)
         else:

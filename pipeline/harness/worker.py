@@ -208,6 +208,8 @@ def main(argv: list[str]) -> None:
         status, message, sticky, build_log = classify_exception(exc)
         result = _fail(status, f"{message} (during {stage.name})", stage=stage.name,
                        traceback=traceback.format_exc()[-3000:])
+        if getattr(exc, "harness_failure", False):  # the harness's own failure (no GPU in the worker)
+            result["details"]["harness_failure"] = True
         result["build_log"] = build_log
     result.setdefault("details", {})
     if isinstance(result["details"], dict):
