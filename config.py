@@ -70,6 +70,9 @@ class EmbedSettings(_Section):
 
 class HarnessSettings(_Section):
     protocol: str = "strict"  # a preset (strict | kernelbench) or a protocol file: tolerances, policies, shapes
+    # the dtype the task runs in: floating inputs, weights and buffers cast to it, as KernelBench's precision
+    # argument does (fp32: the task as written); docs/precision.md
+    precision: Literal["fp32", "bf16", "fp16"] = "fp32"
     correctness_trials: int = 5
     timing_trials: int = 300  # the most timed rounds (timing_budget_s or the speedup's interval may stop earlier)
     timing_budget_s: float = 2.0
