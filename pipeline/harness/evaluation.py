@@ -509,7 +509,9 @@ class Evaluation:
         float_outs = [o for o in flatten_outputs(ref_o) if isinstance(o, torch.Tensor) and o.is_floating_point()]
         out_dtype = str(float_outs[0].dtype).replace("torch.", "") if float_outs else "float32"
         del float_outs
-        tight.atol, tight.rtol = (t * 0.1 for t in cfg.tolerance(out_dtype))
+        atol, rtol = cfg.tolerance(out_dtype)
+        self.details["tolerance"] = {"dtype": out_dtype, "atol": atol, "rtol": rtol}  # what the trials held to
+        tight.atol, tight.rtol = atol * 0.1, rtol * 0.1
         bitwise = True
         for r in range(cfg.determinism_reruns):
             self.poison(out_bytes)
