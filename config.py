@@ -137,6 +137,19 @@ class Settings(_Section):
         settings.harness.protocol = protocol
         return settings
 
+    def under_precision(self, precision: str | None) -> Settings:
+        """These settings as a run evaluated in ``precision`` (fp32 | bf16 | fp16) sees them: a copy with
+        ``harness.precision`` set (``None``: unchanged). The query's ``task_dtype``, and so the KB's precision
+        vetoes, follow it."""
+        if precision is None:
+            return self
+        settings = self.model_copy(deep=True)
+        settings.harness.precision = precision  # type: ignore[assignment]
+        try:
+            return Settings.model_validate(settings.model_dump())
+        except ValidationError as exc:
+            raise KernelskillError(f"--precision: {precision!r} is not a precision; one of fp32, bf16, fp16") from exc
+
     # Locations under the home folder ---------------------------------------------------------
     @property
     def kb_dir(self) -> Path:
