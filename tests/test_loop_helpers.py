@@ -126,7 +126,8 @@ class StandInRetriever:
         self.calls: list[str] = []
         self.protocols: list[str | None] = []
 
-    def query(self, kernel: Path, *, task: Path, profile: Path | None, protocol: str | None = None
+    def query(self, kernel: Path, *, task: Path, profile: Path | None, protocol: str | None = None,
+              precision: str | None = None
               ) -> dict[str, Any]:
         self.calls.append(kernel.name)
         self.protocols.append(protocol)
