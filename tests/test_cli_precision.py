@@ -132,3 +132,29 @@ def test_an_optimize_run_records_states_and_shows_its_precision(tmp_path: Path) 
     assert "precision: bf16" in report.output
     again = ks("optimize", "--resume", run_dir.name, "--precision", "fp16", "--home", str(home), *PLUGINS, env=NO_KEY)
     assert again.exit_code == 2 and "keeps the precision it started with" in again.output
+
+
+def test_a_suite_records_its_precision_and_fp32_suites_keep_their_names(tmp_path: Path) -> None:
+    from kernelskill.pipeline.bench.report import markdown, suite_report
+    from kernelskill.pipeline.bench.suite import Suite, default_name
+    from kernelskill.pipeline.bench.tasks import file_tasks
+    from tests.test_bench_helpers import task_source
+
+    task = tmp_path / "t.py"
+    task.write_text(task_source("t"))
+    refs = file_tasks([task])
+    old = {"protocol": "strict", "baseline": "compile"}  # a suite made before the precision existed
+    assert default_name("optimize", refs, old) == default_name("optimize", refs, old | {"precision": "fp32"})
+    assert default_name("optimize", refs, old) != default_name("optimize", refs, old | {"precision": "bf16"})
+    Suite.create_or_resume(tmp_path / "old", "optimize", refs, old)
+    Suite.create_or_resume(tmp_path / "old", "optimize", refs, old | {"precision": "fp32"})  # resumes: it ran in fp32
+    with pytest.raises(KernelskillError, match="other precision"):
+        Suite.create_or_resume(tmp_path / "old", "optimize", refs, old | {"precision": "bf16"})
+
+    suite = Suite.create_or_resume(tmp_path / "bf16", "optimize", refs, old | {"precision": "bf16"})
+    assert suite.manifest["options"]["precision"] == "bf16"
+    [entry] = suite.tasks
+    suite.run_for(entry, {"model": "m", "harness": {"protocol": "strict", "precision": "bf16"}})
+    report = suite_report(suite)
+    assert report["tasks"][0]["precision"] == "bf16" and report["labels"]["precision"] == "bf16"
+    assert "Protocol strict; precision bf16;" in markdown(report)
