@@ -14,7 +14,13 @@ import torch
 from kernelskill.errors import KernelskillError
 from kernelskill.pipeline.harness import EvalConfig, EvalJob, EvalResult, LocalEvaluator
 from kernelskill.pipeline.harness.config import eval_config
-from kernelskill.pipeline.harness.evaluation import floor_dtype, task_dtype_name
+from kernelskill.pipeline.harness.evaluation import (
+    CAST_DTYPES,
+    _to_device,
+    _to_precision,
+    floor_dtype,
+    task_dtype_name,
+)
 from kernelskill.pipeline.harness.gpu_facts import gpu_facts
 from kernelskill.protocols import PRECISIONS, check_precision, load_protocol
 
@@ -96,3 +102,20 @@ def test_task_dtype_names_and_the_floor_dtype():
     assert floor_dtype("fp32", "mixed") == "bfloat16"
     h100 = gpu_facts("NVIDIA H100 80GB HBM3")
     assert h100["fp16_tflops"] == h100["bf16_tflops"] > h100["tf32_tflops"] > h100["fp32_tflops"]
+
+
+def test_the_cast_helpers_touch_floating_tensors_only():
+    """What a bf16 / fp16 evaluation does to a task's values and models, in both dtypes."""
+    assert CAST_DTYPES == {"bf16": torch.bfloat16, "fp16": torch.float16}
+    cpu = torch.device("cpu")
+    for dtype in CAST_DTYPES.values():
+        x, idx, mask = torch.rand(3, 4), torch.arange(3), torch.ones(3, dtype=torch.bool)
+        out = _to_device([x, idx, mask, 7, 0.5], cpu, dtype)
+        assert [v.dtype for v in out[:3]] == [dtype, torch.int64, torch.bool] and out[3:] == [7, 0.5]
+        assert torch.equal(out[0], x.to(dtype))  # the same values the fp32 inputs round to
+        model = torch.nn.BatchNorm1d(4)  # float weight, bias and running stats; an int64 batch counter
+        moved = _to_precision(model, cpu, dtype)
+        assert {p.dtype for p in moved.parameters()} == {dtype}
+        assert moved.running_mean.dtype == dtype and moved.num_batches_tracked.dtype == torch.int64
+    assert _to_device([torch.rand(2)], cpu, None)[0].dtype == torch.float32  # fp32: the task as written
+    assert _to_precision("not a module", cpu, torch.bfloat16) == "not a module"
