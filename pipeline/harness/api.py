@@ -356,7 +356,8 @@ class LocalEvaluator:
                         res = run_candidate(job.task, job.candidate, cfgs[i], built=built, gpu=gpu)
                 except Exception as exc:  # noqa: BLE001 - a bad job never stops the queue
                     res = EvalResult(status=RUNTIME_ERROR, message=f"{type(exc).__name__}: {exc}",
-                                     task=job.task, candidate=job.candidate)
+                                     task=job.task, candidate=job.candidate, protocol=cfgs[i].protocol,
+                                     precision=cfgs[i].precision)
                 res.details["tag"] = job.tag
                 res.details["build_phase_wall_s"] = round(build_wall, 3)
                 results[i] = res

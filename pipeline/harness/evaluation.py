@@ -271,7 +271,9 @@ class Evaluation:
 
     def poison(self, nbytes: list[int]) -> None:
         """Fill the caching allocator's free blocks of the output sizes (and a spare one) with NaN, within the
-        harness's memory budget: up to three blocks per output, at least one when it fits."""
+        harness's memory budget: up to three blocks per output, at least one when it fits. Every bit is set, which
+        reads as NaN in fp32, bf16 and fp16 alike (a fp32 NaN's low half is a bf16/fp16 zero), so an output a
+        bf16 kernel leaves unwritten is NaN in every element."""
         if not self.cuda:
             return
         room = self.mem.headroom()
@@ -279,11 +281,11 @@ class Evaluation:
         for n in nbytes:
             copies = 3 if 3 * n <= room // 2 else 1 if n <= room else 0
             for _ in range(copies):
-                blocks.append(torch.full((max(1, n // 4),), float("nan"), dtype=torch.float32, device=self.device))
+                blocks.append(torch.full((max(1, n // 4),), -1, dtype=torch.int32, device=self.device))
                 room -= n
         big = int(min(room // 2, 2 * 2**30)) // 4
         if big > 0:
-            blocks.append(torch.full((big,), float("nan"), dtype=torch.float32, device=self.device))
+            blocks.append(torch.full((big,), -1, dtype=torch.int32, device=self.device))
         self.sync()
         del blocks
 
