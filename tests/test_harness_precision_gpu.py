@@ -1,7 +1,8 @@
 """GPU test of ``--precision bf16``: a load_inline kernel on ``__nv_bfloat16`` data evaluated against a task written
 in fp32 (tests/harness_cases/tasks/scale_bias_relu.py) that the harness casts to bf16. The kernel is correct and
 timed in bf16, against the bf16 tolerance, with the bf16 tensor-core peak in its speed-of-light floor; a kernel that
-writes a fp32 output fails on the dtype, and the same bf16 kernel in a fp32 run is refused by its own dtype check.
+writes a fp32 output fails on the dtype, one that leaves its bf16 output unwritten reads the poisoned memory as NaN,
+and the same bf16 kernel in a fp32 run is refused by its own dtype check.
 """
 
 from __future__ import annotations
@@ -24,6 +25,7 @@ JOBS = {
     "bf16_kernel": ("bf16", "good_bf16_inline"),
     "bf16_fp32_output": ("bf16", "bad_bf16_fp32_output"),
     "fp32_run_of_bf16_kernel": ("fp32", "good_bf16_inline"),
+    "bf16_uninitialised": ("bf16", "bad_bf16_uninitialised"),
 }
 
 
@@ -68,3 +70,8 @@ def test_fp32_run_does_not_cast(results):
     res = results["fp32_run_of_bf16_kernel"]
     assert res.status == "runtime_error" and "bf16 tensors expected" in res.message, res.message
     assert res.precision == "fp32"
+
+
+def test_an_unwritten_bf16_output_fails(results):
+    res = results["bf16_uninitialised"]
+    assert res.status == "mismatch" and "non-finite" in res.message, res.message
