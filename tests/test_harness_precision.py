@@ -26,12 +26,14 @@ from kernelskill.protocols import PRECISIONS, check_precision, load_protocol
 
 CASES = Path(__file__).parent / "harness_cases"
 TASK = str(CASES / "tasks" / "precision_mix.py")
+FLOAT_OUT = str(CASES / "tasks" / "precision_float_out.py")
 
-#: tag -> (precision, candidate)
+#: tag -> (task, precision, candidate)
 JOBS = {
-    "bf16_ok": ("bf16", "precision_fp32_math"),
-    "bf16_fp32_output": ("bf16", "precision_fp32_output"),
-    "fp32_not_cast": ("fp32", "precision_fp32_math"),
+    "bf16_ok": (TASK, "bf16", "precision_fp32_math"),
+    "bf16_fp32_output": (TASK, "bf16", "precision_fp32_output"),
+    "fp32_not_cast": (TASK, "fp32", "precision_fp32_math"),
+    "bf16_float_out": (FLOAT_OUT, "bf16", "precision_float_out"),
 }
 
 
@@ -39,10 +41,10 @@ JOBS = {
 def results(tmp_path_factory):
     cache = str(tmp_path_factory.mktemp("precision-cache"))
     jobs = []
-    for tag, (precision, candidate) in JOBS.items():
+    for tag, (task, precision, candidate) in JOBS.items():
         cfg = EvalConfig.from_protocol("kernelbench", precision=precision, cache_dir=cache, timing_trials=5,
                                        warmup=1, correctness_trials=3)
-        jobs.append(EvalJob(TASK, str(CASES / "cpu" / f"{candidate}.py"), cfg, tag=tag))
+        jobs.append(EvalJob(task, str(CASES / "cpu" / f"{candidate}.py"), cfg, tag=tag))
     return {r.details["tag"]: r for r in LocalEvaluator(gpus=[], slots_per_gpu=2).submit(jobs)}
 
 
@@ -64,6 +66,14 @@ def test_bf16_is_judged_by_the_protocols_bf16_tolerance(results):
     assert res.details["errors"]["max_abs_err"] > 1e-4
     assert res.details["fp64_check"].startswith("skipped: the task runs in bf16")
     assert "fp64_error" not in res.details
+
+
+def test_a_fp32_output_of_bf16_work_is_held_to_the_precisions_tolerance(results):
+    res = results["bf16_float_out"]
+    assert res.status == "ok", res.message
+    assert res.details["task_dtype"] == "mixed"  # bf16 inputs, a float32 output
+    assert res.details["tolerance"] == {"dtype": "float32", "atol": 1e-2, "rtol": 1e-2}
+    assert res.details["errors"]["max_abs_err"] > 1e-4  # would fail fp32's own tolerance
 
 
 def test_fp32_output_in_a_bf16_task_fails_clearly(results):

@@ -23,8 +23,8 @@ several GB of inputs costs milliseconds per seed instead of seconds of CPU rando
 
 Precision (``EvalConfig.precision``, docs/precision.md): in bf16 or fp16 every floating tensor of
 ``get_inputs()`` and ``get_init_inputs()`` is cast to that dtype and both models' floating parameters and
-buffers follow (``Module.to(device, dtype)``), as KernelBench does; the protocol's tolerance for the output's
-dtype applies, the fp32-only checks (float64 accuracy, no fp16/bf16 ops) are off, and the speed-of-light
+buffers follow (``Module.to(device, dtype)``), as KernelBench does; the protocol's tolerance for that dtype
+applies to every floating output, the fp32-only checks (float64 accuracy, no fp16/bf16 ops) are off, and the speed-of-light
 floor divides by that dtype's tensor-core peak. fp32 evaluates the task as written.
 """
 
@@ -213,6 +213,11 @@ class Evaluation:
         self.stage = stage
         self.config = EvalConfig.from_dict(req["config"])
         self.cast = CAST_DTYPES.get(self.config.precision)  # None: fp32, the task as written
+        if self.cast is not None:  # as KernelBench: the precision's tolerance for every floating output (a forward
+            # that returns fp32 from bf16 work is held to bf16's, not to fp32's 1e-4)
+            pair = [float(v) for v in self.config.tolerance(self.config.precision_dtype)]
+            self.config.tolerances = {**self.config.tolerances,
+                                      **{name: pair for name in ("float32", "float64", "float16", "bfloat16")}}
         self.sticky = False
         self.details: dict[str, Any] = {}
         if torch.cuda.is_available() and req.get("device_type", "cuda") == "cuda":
