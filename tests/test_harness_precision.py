@@ -34,6 +34,7 @@ JOBS = {
     "bf16_fp32_output": (TASK, "bf16", "precision_fp32_output"),
     "fp32_not_cast": (TASK, "fp32", "precision_fp32_math"),
     "bf16_float_out": (FLOAT_OUT, "bf16", "precision_float_out"),
+    "fp16_float_out": (FLOAT_OUT, "fp16", "precision_float_out"),
 }
 
 
@@ -74,6 +75,9 @@ def test_a_fp32_output_of_bf16_work_is_held_to_the_precisions_tolerance(results)
     assert res.details["task_dtype"] == "mixed"  # bf16 inputs, a float32 output
     assert res.details["tolerance"] == {"dtype": "float32", "atol": 1e-2, "rtol": 1e-2}
     assert res.details["errors"]["max_abs_err"] > 1e-4  # would fail fp32's own tolerance
+    half = results["fp16_float_out"]  # the same in fp16: its own tolerance (1e-2 in both presets)
+    assert half.status == "ok" and half.precision == "fp16" and half.details["precision"] == "fp16", half.message
+    assert half.details["tolerance"] == {"dtype": "float32", "atol": 1e-2, "rtol": 1e-2}
 
 
 def test_fp32_output_in_a_bf16_task_fails_clearly(results):
