@@ -70,6 +70,9 @@ class EmbedSettings(_Section):
 
 class HarnessSettings(_Section):
     protocol: str = "strict"  # a preset (strict | kernelbench) or a protocol file: tolerances, policies, shapes
+    # the dtype the task runs in: floating inputs, weights and buffers cast to it, as KernelBench's precision
+    # argument does (fp32: the task as written); docs/precision.md
+    precision: Literal["fp32", "bf16", "fp16"] = "fp32"
     correctness_trials: int = 5
     timing_trials: int = 300  # the most timed rounds (timing_budget_s or the speedup's interval may stop earlier)
     timing_budget_s: float = 2.0
@@ -133,6 +136,19 @@ class Settings(_Section):
         settings = self.model_copy(deep=True)
         settings.harness.protocol = protocol
         return settings
+
+    def under_precision(self, precision: str | None) -> Settings:
+        """These settings as a run evaluated in ``precision`` (fp32 | bf16 | fp16) sees them: a copy with
+        ``harness.precision`` set (``None``: unchanged). The query's ``task_dtype``, and so the KB's precision
+        vetoes, follow it."""
+        if precision is None:
+            return self
+        settings = self.model_copy(deep=True)
+        settings.harness.precision = precision  # type: ignore[assignment]
+        try:
+            return Settings.model_validate(settings.model_dump())
+        except ValidationError as exc:
+            raise KernelskillError(f"--precision: {precision!r} is not a precision; one of fp32, bf16, fp16") from exc
 
     # Locations under the home folder ---------------------------------------------------------
     @property

@@ -6,6 +6,9 @@ how the harness treats torch compute ops in a candidate, and which shapes are ch
 with it, the query's vetoes follow it (through :meth:`Protocol.context`) and the prompts state it, so the
 model, the knowledge base and the judge all read the same contract. Every result and report names it.
 
+The precision a task is evaluated in (``fp32``, ``bf16``, ``fp16``: :data:`PRECISIONS`) is a separate
+setting beside the protocol; the protocol's tolerance for that dtype is the one the harness applies.
+
 Presets: ``strict`` (the project's own rules: IEEE fp32 accuracy, no library doing the main work, torch
 compute ops rejected) and ``kernelbench`` (what KernelBench's current evaluation accepts: its per-dtype
 tolerances, library GEMM/conv allowed, torch compute ops allowed with a warning). A user protocol is a
@@ -39,6 +42,12 @@ DEFAULT_TOLERANCES: dict[str, tuple[float, float]] = {
 #: computes in lower precision (rejected unless the protocol allows TF32, where it is a warning)
 FP64_ERROR_FACTOR = 32
 FP64_ERROR_FLOOR = 2e-5
+
+#: the task precisions a run may be evaluated in (KernelBench's ``precision`` argument); fp32 is the default
+PRECISIONS: tuple[str, ...] = ("fp32", "bf16", "fp16")
+DEFAULT_PRECISION = "fp32"
+#: precision -> the torch dtype name the harness casts to and looks tolerances up by
+PRECISION_DTYPES: dict[str, str] = {"fp32": "float32", "bf16": "bfloat16", "fp16": "float16"}
 
 LIBRARY_POLICIES = ("forbid", "allow_gemm_conv")
 TORCH_OP_POLICIES = ("reject", "warn")
@@ -78,7 +87,7 @@ class Protocol:
 
     def context(self, task_dtype: str | None = "fp32") -> dict[str, Any]:
         """The query context fields this protocol decides (the KB's vetoes and cases gate on them)."""
-        dtype = {"fp32": "float32", "fp16": "float16", "bf16": "bfloat16"}.get(task_dtype or "fp32", "float32")
+        dtype = PRECISION_DTYPES.get(task_dtype or "fp32", "float32")
         atol, rtol = self.tolerance(dtype)
         return {"tolerance_atol": atol, "tolerance_rtol": rtol, "library_calls_allowed": self.libraries_allowed,
                 "tf32_allowed": self.allow_tf32, "protocol": self.name}
@@ -106,6 +115,15 @@ PRESETS: dict[str, Protocol] = {
 }
 
 DEFAULT_PROTOCOL = "strict"
+
+
+def check_precision(value: str | None, where: str = "--precision") -> str:
+    """``value`` when it is one of :data:`PRECISIONS` (``None``: the default); else a one-line error."""
+    if value is None or value == "":
+        return DEFAULT_PRECISION
+    if value not in PRECISIONS:
+        raise KernelskillError(f"{where}: {value!r} is not a precision; one of {', '.join(PRECISIONS)}")
+    return value
 
 
 def load_protocol(name_or_path: str | Path | None = None) -> Protocol:

@@ -137,6 +137,24 @@ def common_options(fn: Callable[..., Any]) -> Callable[..., Any]:
     return wrapper
 
 
+PRECISION_HELP = ("The dtype the task is evaluated in: fp32 (the task as written), bf16 or fp16 (its floating "
+                  "inputs, weights and buffers cast, as KernelBench does; the protocol's tolerance for that dtype). "
+                  "Default from settings: harness.precision.")
+
+
+def precision_option(fn: Callable[..., Any]) -> Callable[..., Any]:
+    """``--precision fp32|bf16|fp16`` (checked in the command, :func:`checked_precision`: a bad value is one
+    line and exit 2, like every other bad input)."""
+    return click.option("--precision", "precision", default=None, metavar="fp32|bf16|fp16", help=PRECISION_HELP)(fn)
+
+
+def checked_precision(value: str | None) -> str | None:
+    """``--precision``'s value when given and valid, ``None`` when not given; a bad value raises."""
+    from kernelskill.protocols import check_precision
+
+    return None if value is None else check_precision(value)
+
+
 def _setup_logging(verbose: int) -> None:
     level = logging.WARNING if verbose == 0 else logging.INFO if verbose == 1 else logging.DEBUG
     logging.basicConfig(level=level, format="%(levelname)s %(name)s: %(message)s", stream=sys.stderr)

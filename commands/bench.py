@@ -17,7 +17,14 @@ from typing import Any
 
 import click
 
-from kernelskill.commands._common import common_options, console, emit, id_column
+from kernelskill.commands._common import (
+    checked_precision,
+    common_options,
+    console,
+    emit,
+    id_column,
+    precision_option,
+)
 from kernelskill.errors import KernelskillError
 
 PAUSED_EXIT = 3
@@ -195,6 +202,7 @@ def bench() -> None:
 @click.option("--budget-s", type=click.FloatRange(min=1), default=None,
               help="Start nothing that would end after this many seconds; every run is left resumable.")
 @click.option("--protocol", default=None, help="Evaluation protocol: a preset (strict, kernelbench) or a file.")
+@precision_option
 @click.option("--baseline", type=click.Choice(BASELINES), default="compile", show_default=True,
               help="compile also times torch.compile, so the report compares against both.")
 @click.option("--knowledge", type=click.Choice(["kb", "none", "profile"]), default=None,
@@ -229,7 +237,7 @@ def run_cmd(ctx, task_files: tuple[Path, ...], kernelbench: Path | None, levels:
             base_url: str | None, stop_before: tuple[str, ...], candidate_format: str | None,
             evaluator_spec: str | None, gpu_slots: int, retriever_spec: str | None, llm_concurrency: int | None,
             max_active: int | None, no_progress: bool, candidates: int | None = None,
-            frontier: int | None = None, allow_weak_isolation: bool = False) -> None:
+            frontier: int | None = None, allow_weak_isolation: bool = False, precision: str | None = None) -> None:
     """One optimize run per TASK (or per KernelBench problem), all driven together."""
     from kernelskill.commands.optimize import llm_overrides, make_retriever, say_no_gpu, target_gpu
     from kernelskill.commands.optimize import make_llm as checked_llm
@@ -239,7 +247,7 @@ def run_cmd(ctx, task_files: tuple[Path, ...], kernelbench: Path | None, levels:
     from kernelskill.pipeline.harness.preflight import require_isolation
     from kernelskill.pipeline.loop import LoopOptions
 
-    settings = ctx.settings(**llm_overrides(model, base_url, provider))
+    settings = ctx.settings(**llm_overrides(model, base_url, provider)).under_precision(checked_precision(precision))
     stops = sorted(set(stop_before))
     refs = _task_refs(task_files, kernelbench, levels, selection)
     proto = _protocol(settings, protocol)
@@ -248,7 +256,7 @@ def run_cmd(ctx, task_files: tuple[Path, ...], kernelbench: Path | None, levels:
                                         frontier=frontier, stop_before=stops)
     identity = {"protocol": proto, "baseline": baseline, "knowledge": getattr(options, "knowledge", "kb"),
                 "candidate_format": options.candidate_format, "model": settings.llm.model,
-                "provider": settings.llm.provider, "rounds": options.rounds}
+                "provider": settings.llm.provider, "rounds": options.rounds, "precision": settings.harness.precision}
     if options.candidates_per_round > 1 or options.frontier > 1:  # a search is another suite than a single path
         identity |= {"candidates": options.candidates_per_round, "frontier": options.frontier}
     path = _suite_path(ctx, settings, suite_dir, "optimize", refs, identity)
@@ -275,7 +283,8 @@ def run_cmd(ctx, task_files: tuple[Path, ...], kernelbench: Path | None, levels:
     drive_opts = DriveOptions(llm_concurrency=llm_concurrency or settings.bench.llm_concurrency,
                               max_active=max_active or settings.bench.max_active, budget_s=budget_s,
                               build_jobs=settings.harness.build_jobs or None)
-    gpu = target_gpu(settings, harness["protocol"], backend.name)  # this machine's GPU, else the arch's
+    gpu = target_gpu(settings, harness["protocol"], backend.name,  # this machine's GPU, else the arch's
+                     precision=settings.harness.precision)
     display = SuiteDisplay(f"kernelskill bench {suite.path.name}", enabled=not (ctx.json or no_progress)
                            and sys.stderr.isatty())
     with display:
@@ -294,6 +303,7 @@ def run_cmd(ctx, task_files: tuple[Path, ...], kernelbench: Path | None, levels:
 @click.option("--tasks", "selection", default=None, metavar="1-20,40")
 @click.option("--suite", "suite_dir", type=click.Path(path_type=Path), default=None)
 @click.option("--protocol", default=None)
+@precision_option
 @click.option("--baseline", type=click.Choice(BASELINES), default="compile", show_default=True)
 @click.option("--budget-s", type=click.FloatRange(min=1), default=None)
 @click.option("--evaluator", "evaluator_spec", default=None, metavar="local|ray|MODULE:ATTR")
@@ -302,17 +312,17 @@ def run_cmd(ctx, task_files: tuple[Path, ...], kernelbench: Path | None, levels:
 @common_options
 def eval_cmd(ctx, solutions: Path, kernelbench: Path, levels: tuple[int, ...], selection: str | None,
              suite_dir: Path | None, protocol: str | None, baseline: str, budget_s: float | None,
-             evaluator_spec: str | None, gpu_slots: int, no_progress: bool) -> None:
+             evaluator_spec: str | None, gpu_slots: int, no_progress: bool, precision: str | None = None) -> None:
     """Measure existing solutions (KernelBench's level_N_problem_P_sample_S_kernel.py files) with the harness."""
     from kernelskill.pipeline.bench.driver import DriveOptions
     from kernelskill.pipeline.bench.solutions import evaluate_solutions
     from kernelskill.pipeline.bench.suite import Suite
     from kernelskill.pipeline.bench.tasks import parse_selection, solution_tasks
 
-    settings = ctx.settings()
+    settings = ctx.settings().under_precision(checked_precision(precision))
     refs = solution_tasks(solutions, kernelbench, _levels(levels), parse_selection(selection))
     proto = _protocol(settings, protocol)
-    identity = {"protocol": proto, "baseline": baseline}
+    identity = {"protocol": proto, "baseline": baseline, "precision": settings.harness.precision}
     path = _suite_path(ctx, settings, suite_dir, "eval", refs, identity)
     backend = make_backend(settings, evaluator_spec, need_gpu=True, slots=gpu_slots)
     suite = Suite.create_or_resume(path, "eval", refs, identity)

@@ -9,11 +9,18 @@ from typing import Any
 import click
 
 from kernelskill.commands._checks import FILE, check_task
-from kernelskill.commands._common import Ctx, common_options, console, emit
+from kernelskill.commands._common import (
+    Ctx,
+    checked_precision,
+    common_options,
+    console,
+    emit,
+    precision_option,
+)
 
 
 def eval_config(ctx: Ctx, baseline: str, trials: int | None, policy: str | None, timeout: float | None,
-                protocol: str | None = None) -> Any:
+                protocol: str | None = None, precision: str | None = None) -> Any:
     """The harness's one settings mapper, with this command's options on top (the loop uses the same)."""
     from kernelskill.pipeline.harness.config import eval_config as harness_eval_config
     from kernelskill.pipeline.harness.isolation import protect
@@ -24,7 +31,7 @@ def eval_config(ctx: Ctx, baseline: str, trials: int | None, policy: str | None,
     return harness_eval_config(settings.harness.model_dump(), protocol=protocol,
                                cache_dir=str(settings.cache_dir / "builds"), baseline=baseline,
                                timing_trials=trials, library_policy=policy, run_timeout_s=timeout,
-                               ready_workers=False)
+                               precision=precision, ready_workers=False)
 
 
 def _ms(value: float | None, iqr: float | None = None) -> str:
@@ -47,6 +54,8 @@ def _render(data: dict[str, Any]) -> None:
     table.add_row("status", f"[{'green' if ok else 'red'}]{r['status']}[/]"
                   + (f" ({d['cheat_check']})" if d.get("cheat_check") else ""))
     table.add_row("message", r.get("message") or "")
+    if r.get("precision"):
+        table.add_row("precision", r["precision"] + (f" (task dtype {d['task_dtype']})" if d.get("task_dtype") else ""))
     if r.get("speedup") is not None:
         table.add_row("speedup vs eager", f"{r['speedup']:.3f}x")
     table.add_row("candidate", _ms(r.get("candidate_ms"), r.get("candidate_iqr_ms")))
@@ -99,12 +108,13 @@ def _render(data: dict[str, Any]) -> None:
 @click.option("--timeout", type=float, default=None, help="Wall-clock limit of the GPU phase, seconds.")
 @click.option("--protocol", default=None, metavar="NAME|FILE",
               help="Evaluation protocol: strict, kernelbench or a protocol file (default from settings).")
+@precision_option
 @common_options
 def eval_cmd(ctx: Ctx, task: Path, kernel: Path, with_profile: bool, baseline: str, trials: int | None,
-             policy: str | None, timeout: float | None, protocol: str | None) -> None:
+             policy: str | None, timeout: float | None, protocol: str | None, precision: str | None = None) -> None:
     """Evaluate KERNEL (a ModelNew candidate) against TASK (a KernelBench-format task)."""
     data = eval_data(ctx, task, kernel, with_profile=with_profile, baseline=baseline, trials=trials, policy=policy,
-                     timeout=timeout, protocol=protocol)
+                     timeout=timeout, protocol=protocol, precision=precision)
     emit(ctx, data, _render)
     if data["result"]["status"] != "ok":
         sys.exit(1)
@@ -112,9 +122,11 @@ def eval_cmd(ctx: Ctx, task: Path, kernel: Path, with_profile: bool, baseline: s
 
 def eval_data(ctx: Ctx, task: Path, kernel: Path, *, with_profile: bool = False, baseline: str = "eager",
               trials: int | None = None, policy: str | None = None, timeout: float | None = None,
-              protocol: str | None = None) -> dict[str, Any]:
+              protocol: str | None = None, precision: str | None = None) -> dict[str, Any]:
     """The JSON of ``eval`` (the MCP tool calls this too): the task and the candidate are checked before any
-    build, then built, checked and timed (and profiled), with the stages shown on stderr."""
+    build, then built, checked and timed (and profiled), with the stages shown on stderr. ``precision``
+    (fp32 | bf16 | fp16; default the settings') is the dtype the task is evaluated in."""
+    precision = checked_precision(precision)  # one line and exit 2 before anything is built
     from kernelskill.commands._progress import Progress
     from kernelskill.errors import KernelskillError
     from kernelskill.pipeline.harness import EvalResult, build, check_candidate, profile, run_candidate
@@ -123,7 +135,7 @@ def eval_data(ctx: Ctx, task: Path, kernel: Path, *, with_profile: bool = False,
     check_task(task, other=kernel)
     inspect_task(task)  # the harness's own checks of the task, before any build
     check_candidate(kernel)  # no CUDA / nvcc / usable driver: one line, exit 2, nothing built or cached
-    cfg = eval_config(ctx, baseline, trials, policy, timeout, protocol)
+    cfg = eval_config(ctx, baseline, trials, policy, timeout, protocol, precision)
     with Progress("eval") as progress:
         # the stages of harness.evaluate, shown one by one: the build, then correctness and timing
         with progress.stage(f"building {kernel.name}"):
@@ -131,7 +143,8 @@ def eval_data(ctx: Ctx, task: Path, kernel: Path, *, with_profile: bool = False,
                 built = build(kernel, cfg)
             except KernelskillError as exc:  # a candidate that does not parse is a compile error
                 built = None
-                result = EvalResult(status="compile_error", message=str(exc), task=str(task), candidate=str(kernel))
+                result = EvalResult(status="compile_error", message=str(exc), task=str(task), candidate=str(kernel),
+                                    protocol=cfg.protocol, precision=cfg.precision)
         if built is not None:
             with progress.stage(f"checking and timing {kernel.name} against {task.name} "
                                 f"({cfg.correctness_trials} correctness trials, {cfg.timing_trials} timing trials)"):

@@ -16,7 +16,7 @@ from typing import Any
 
 import click
 
-from kernelskill.commands._common import common_options, emit
+from kernelskill.commands._common import checked_precision, common_options, emit, precision_option
 from kernelskill.errors import KernelskillError
 from kernelskill.protocols import PRESETS, load_protocol
 
@@ -116,6 +116,9 @@ def resumed_options(run: Any, settings: Any, stop_before: list[str], rounds: int
         settings.llm.model = manifest["model"]  # an exchange run names no model: a provider switch keeps yours
     if provider is None and manifest.get("provider") and settings.llm.provider == "openai":
         settings.llm.provider = manifest["provider"]  # a run answered through files stays so
+    precision = (manifest.get("harness") or {}).get("precision")
+    if precision:  # the run goes on in the precision it started in: its evaluations, query and prompts
+        settings.harness.precision = checked_precision(precision)
     options = LoopOptions(**manifest.get("options", {}))
     if rounds is not None:
         options.rounds = rounds
@@ -199,19 +202,21 @@ def waiting_message(ctx: Any, run: Any) -> str:
 
 
 def target_gpu(settings: Any, protocol: str | None, device_name: str | None = None,
-               arch: str | None = None) -> dict[str, Any]:
-    """The target GPU as the prompts describe it: the protocol's contract and the facts of ``device_name``
-    when a GPU is visible, else of the arch's default GPU (a split run plans here for the GPU box)."""
+               arch: str | None = None, precision: str | None = None) -> dict[str, Any]:
+    """The target GPU as the prompts describe it: the protocol's contract (with the precision the task runs in)
+    and the facts of ``device_name`` when a GPU is visible, else of the arch's default GPU (a split run plans
+    here for the GPU box)."""
     from kernelskill.pipeline.loop.agents import default_gpu
 
     name = device_name if device_name and device_name.lower() != "cpu" else None
-    return default_gpu(arch or settings.arch, name=name, protocol=protocol or settings.harness.protocol)
+    return default_gpu(arch or settings.arch, name=name, protocol=protocol or settings.harness.protocol,
+                       precision=precision or settings.harness.precision)
 
 
 def run_gpu(run: Any, settings: Any) -> dict[str, Any]:
-    """:func:`target_gpu` for a run: its own arch and protocol (from its manifest, so a resumed run keeps
-    what it started with)."""
-    return target_gpu(settings, run.protocol, arch=run.manifest.get("arch"))
+    """:func:`target_gpu` for a run: its own arch, protocol and precision (from its manifest, so a resumed run
+    keeps what it started with)."""
+    return target_gpu(settings, run.protocol, arch=run.manifest.get("arch"), precision=run.precision)
 
 
 def execute(ctx: Any, run: Any, llm: Any, evaluator: Any, retriever: Any, options: Any, settings: Any,
@@ -297,6 +302,7 @@ def report_result(ctx: Any, run: Any, result: Any) -> None:
 @click.option("--protocol", default=None, metavar="NAME|FILE",
               help="Evaluation protocol the candidates are judged by and the prompts state: strict, kernelbench "
                    "or a protocol file (default from settings: harness.protocol).")
+@precision_option
 @click.option("--evaluator", "evaluator_spec", default=None, metavar="MODULE:ATTR",
               help="Evaluator to use instead of the local harness (a plugin seam, e.g. a remote GPU).")
 @click.option("--retriever", "retriever_spec", default=None, metavar="MODULE:ATTR",
@@ -309,13 +315,18 @@ def optimize(ctx, task: Path | None, rounds: int | None, model: str | None, base
              provider: str | None, stop_before: tuple[str, ...], resume: str | None, parent_rule: str | None,
              candidate_format: str | None, knowledge: str | None, evaluator_spec: str | None,
              retriever_spec: str | None, protocol: str | None = None, candidates: int | None = None,
-             frontier: int | None = None, allow_weak_isolation: bool = False) -> None:
+             frontier: int | None = None, allow_weak_isolation: bool = False, precision: str | None = None) -> None:
     """Optimize a KernelBench-format TASK with the closed loop (or --resume RUN_ID)."""
     from kernelskill.pipeline.harness.preflight import require_isolation
     from kernelskill.pipeline.loop import LoopOptions, validate_task
     from kernelskill.pipeline.runs import RunStore
 
     settings = ctx.settings(**llm_overrides(model, base_url, provider))
+    precision = checked_precision(precision)
+    if precision is not None and resume:
+        raise KernelskillError("--precision: a resumed run keeps the precision it started with")
+    if precision is not None:  # recorded in the run's manifest with the harness settings (harness.precision)
+        settings.harness.precision = precision  # type: ignore[assignment]
     if protocol:  # checked now (exit 2 on a bad name or file); the run's manifest records it with the harness
         load_protocol(protocol)
         settings.harness.protocol = protocol if protocol in PRESETS else str(Path(protocol).resolve())

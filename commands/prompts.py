@@ -16,7 +16,7 @@ from typing import Any, get_args
 
 import click
 
-from kernelskill.commands._common import common_options, emit
+from kernelskill.commands._common import checked_precision, common_options, emit, precision_option
 from kernelskill.config import LoopSettings
 from kernelskill.errors import KernelskillError
 
@@ -53,7 +53,8 @@ def render_step(settings: Any, task: Path, *, step: str, candidate: Path | None 
         raise KernelskillError(f"--step {step}: give --candidate FILE (the kernel that step works on)")
     if candidate is not None and not candidate.is_file():
         raise KernelskillError(f"{candidate}: candidate file not found")
-    gpu = default_gpu(settings.arch, protocol=settings.harness.protocol)  # what ``optimize`` gives the loop
+    # what ``optimize`` gives the loop: the protocol's contract, in the precision the task runs in
+    gpu = default_gpu(settings.arch, protocol=settings.harness.protocol, precision=settings.harness.precision)
     agents = Agents(None, gpu, candidate_format=candidate_format, knowledge=knowledge)
     memory = Memory().view()
     kernel_source = candidate.read_text() if candidate is not None else ""
@@ -143,11 +144,13 @@ def prompts() -> None:
               help="plan: the parent's measured speedup over eager.")
 @click.option("--plans", type=click.IntRange(1, 64), default=1, show_default=True,
               help="plan: how many plans one answer gives (a search round's share of a frontier member).")
+@precision_option
 @common_options
 def render(ctx: Any, task: Path, candidate: Path | None, profile: Path | None, step: str | None, knowledge: str,
            candidate_format: str, method: str | None, result_path: Path | None, parent_speedup: float,
-           plans: int = 1) -> None:
+           plans: int = 1, precision: str | None = None) -> None:
     """Print the exact prompt the loop would send at STEP for TASK, running nothing."""
+    precision = checked_precision(precision)
     result = None
     if result_path is not None:
         try:
@@ -156,7 +159,7 @@ def render(ctx: Any, task: Path, candidate: Path | None, profile: Path | None, s
             raise KernelskillError(f"{result_path}: not an EvalResult JSON: {exc}") from exc
     if profile is not None and not profile.is_file():
         raise KernelskillError(f"{profile}: profile file not found")
-    rendered = render_step(ctx.settings(), task, step=step or ("plan" if candidate else "generate"),
+    rendered = render_step(ctx.settings().under_precision(precision), task, step=step or ("plan" if candidate else "generate"),
                            candidate=candidate, profile=profile, knowledge=knowledge,
                            candidate_format=candidate_format, method=method, result=result,
                            parent_speedup=parent_speedup, plans=plans)

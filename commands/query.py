@@ -9,7 +9,14 @@ import click
 
 from kernelskill.commands import _common
 from kernelskill.commands._checks import FILE, check_context, check_task
-from kernelskill.commands._common import common_options, console, emit, shorten
+from kernelskill.commands._common import (
+    checked_precision,
+    common_options,
+    console,
+    emit,
+    precision_option,
+    shorten,
+)
 from kernelskill.errors import KernelskillError
 from kernelskill.protocols import load_protocol
 
@@ -70,10 +77,13 @@ def _live_profile(task: Path | None, kernel: Path, settings: Any) -> Any:
                    "tolerances and library policy decide the vetoes, as in the optimize loop.")
 @click.option("--why", "why", default=None, metavar="METHOD",
               help="Also say why METHOD is or is not in the answer, one line per reason with the values.")
+@precision_option
 @common_options
 def query(ctx, kernel: Path, task: Path | None, profile_path: Path | None, run_ncu: bool, explain: bool,
-          context_items: tuple[str, ...], k: int, protocol: str | None, why: str | None) -> None:
+          context_items: tuple[str, ...], k: int, protocol: str | None, why: str | None,
+          precision: str | None = None) -> None:
     """Which methods apply to KERNEL, and why (offline; no GPU, no LLM)."""
+    precision = checked_precision(precision)  # a run in bf16/fp16: task_dtype and the precision vetoes follow it
     if profile_path is not None and run_ncu:
         raise KernelskillError("give either --profile or --ncu, not both")
     if protocol is not None:
@@ -84,7 +94,7 @@ def query(ctx, kernel: Path, task: Path | None, profile_path: Path | None, run_n
             check_task(task, option="--task")
         prof = _live_profile(task, kernel, ctx.settings())
     result = query_result(ctx, kernel, task=task, profile=prof, context=_parse_context(context_items), k=k,
-                          protocol=protocol, why=why)
+                          protocol=protocol, why=why, precision=precision)
     if ctx.json and not explain:  # the trace is a large part of the answer: --explain asks for it
         emit(ctx, result.model_dump(mode="json", exclude={"trace"}))
     else:
@@ -92,27 +102,30 @@ def query(ctx, kernel: Path, task: Path | None, profile_path: Path | None, run_n
 
 
 def query_result(ctx, kernel: Path, *, task: Path | None, profile: Any, context: dict[str, Any], k: int,
-                 protocol: str | None = None, why: str | None = None) -> Any:
+                 protocol: str | None = None, why: str | None = None, precision: str | None = None) -> Any:
     """The QueryResult ``query`` shows (the MCP tool calls this too): the task and the context fields are
     checked first; a missing KB is built once, with a note and progress on stderr. ``protocol`` sets the
-    settings the optimize loop's query gets for a run under it (:meth:`Settings.under_protocol`). With ``why``
-    (a method id) its ``method_why`` says why that method is or is not in the answer."""
-    result = _query_result(ctx, kernel, task=task, profile=profile, context=context, k=k, protocol=protocol)
+    settings the optimize loop's query gets for a run under it (:meth:`Settings.under_protocol`), ``precision``
+    the dtype the run evaluates in (:meth:`Settings.under_precision`). With ``why`` (a method id) its
+    ``method_why`` says why that method is or is not in the answer."""
+    result = _query_result(ctx, kernel, task=task, profile=profile, context=context, k=k, protocol=protocol,
+                           precision=precision)
     if why:
         from kernelskill.retrieval.api import why_method
 
-        result.method_why = why_method(result, why, settings=ctx.settings().under_protocol(protocol))
+        result.method_why = why_method(result, why, settings=ctx.settings().under_protocol(protocol)
+                                       .under_precision(precision))
     return result
 
 
 def _query_result(ctx, kernel: Path, *, task: Path | None, profile: Any, context: dict[str, Any], k: int,
-                  protocol: str | None = None) -> Any:
+                  protocol: str | None = None, precision: str | None = None) -> Any:
     from kernelskill.kb.sources import CURRENT
     from kernelskill.retrieval.api import query as run_query
 
     if task is not None:
         check_task(task, option="--task")
-    settings = ctx.settings().under_protocol(protocol)
+    settings = ctx.settings().under_protocol(protocol).under_precision(precision)
     if (settings.kb_dir / CURRENT).is_file():
         if context:
             context = check_context(context, _kb_fields(settings))

@@ -64,10 +64,10 @@ def list_cmd(ctx) -> None:
 
         table = Table()
         id_column(table, "run", [s["id"] for s in items])
-        for name in ("task", "status", "rounds", "best", "verified", "tokens", "cost"):
+        for name in ("task", "precision", "status", "rounds", "best", "verified", "tokens", "cost"):
             table.add_column(name)
         for s in items:
-            table.add_row(s["id"], s["task"], s["status"], str(s["rounds"]),
+            table.add_row(s["id"], s["task"], s["precision"], s["status"], str(s["rounds"]),
                           f"{s['best_speedup']:.3f}x" if s["best_speedup"] else "-",
                           f"{s['verified_speedup']:.3f}x" if s["verified_speedup"] else "-",
                           str(s["tokens"]), f"${s['cost_usd']:.4f}")

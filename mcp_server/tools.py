@@ -47,6 +47,8 @@ class QueryArgs(KernelArgs):
     k: int = Field(3, ge=1, le=20, description="Skill docs to attach per permitted method.")
     why: str | None = Field(None, description="A method id: also say why it is or is not in the answer "
                                               "(method_why: status and one reason per line with the values).")
+    precision: Literal["fp32", "bf16", "fp16"] | None = Field(
+        None, description="Ask as a run evaluated in this dtype: task_dtype and the precision vetoes follow it.")
 
 
 class FeaturesArgs(KernelArgs):
@@ -75,6 +77,9 @@ class EvalArgs(Args):
     timeout: float | None = Field(None, gt=0, description="Wall-clock limit of the GPU phase, seconds.")
     protocol: str | None = Field(None, description="Evaluation protocol: strict, kernelbench or a protocol file "
                                                     "(default from settings).")
+    precision: Literal["fp32", "bf16", "fp16"] | None = Field(
+        None, description="The dtype the task is evaluated in (bf16/fp16: inputs and weights cast; default from "
+                          "settings).")
 
 
 class RunArgs(Args):
@@ -137,7 +142,7 @@ def run_query(ctx: Ctx, args: QueryArgs) -> Any:
     profile = _path(args.profile, "profile")
     with kernel_path(args) as kernel:
         return query_result(ctx, kernel, task=task, profile=profile, context=dict(args.context or {}), k=args.k,
-                            why=args.why)
+                            why=args.why, precision=args.precision)
 
 
 def run_features(ctx: Ctx, args: FeaturesArgs) -> Any:
@@ -175,7 +180,7 @@ def run_eval(ctx: Ctx, args: EvalArgs) -> Any:
 
     task, kernel = _path(args.task, "task"), _path(args.kernel, "kernel")
     return eval_data(ctx, task, kernel, with_profile=args.profile, baseline=args.baseline, trials=args.trials,
-                     policy=args.policy, timeout=args.timeout, protocol=args.protocol)
+                     policy=args.policy, timeout=args.timeout, protocol=args.protocol, precision=args.precision)
 
 
 def _run_store(ctx: Ctx) -> Any:

@@ -378,10 +378,13 @@ def query(kernel: str | Path, *, task: str | Path | None = None, profile: str | 
         settings = load_settings()
     ctx: dict[str, Any] = settings_context(settings)
     task_info = read_task(task) if task is not None else None
-    if task_info is not None and task_info.dtype:
-        ctx["task_dtype"] = task_info.dtype
-        for key, value in default_tolerance(task_info.dtype, getattr(getattr(settings, "harness", None),
-                                                                    "protocol", None)).items():
+    dtype = run_dtype(settings, task_info.dtype if task_info is not None else None)
+    if dtype:
+        ctx["task_dtype"] = dtype
+        if task_info is not None:
+            task_info.dtype = dtype  # the query text names the dtype the run evaluates in
+        for key, value in default_tolerance(dtype, getattr(getattr(settings, "harness", None),
+                                                           "protocol", None)).items():
             ctx.setdefault(key, value)  # settings.harness.atol/rtol, when set, win
     ctx["has_profile"] = profile is not None
     if feats.launches:
@@ -482,6 +485,16 @@ def query(kernel: str | Path, *, task: str | Path | None = None, profile: str | 
         timings_ms={k: round(v, 3) for k, v in timings.items()})
 
 
+def run_dtype(settings: Any, task_dtype: str | None) -> str | None:
+    """The dtype a run evaluates the task in, as the ``task_dtype`` context field: the settings' precision when
+    it casts the task (bf16, fp16: the harness casts inputs and weights to it), else the task file's own dtype
+    (fp32 precision evaluates the task as written); None when neither is known."""
+    precision = getattr(getattr(settings, "harness", None), "precision", None)
+    if precision in ("bf16", "fp16"):
+        return str(precision)
+    return task_dtype or None
+
+
 # ------------------------------------------------------------------------------ tasks with no kernel
 def _task_context(task: Path, settings: Any, protocol: str | None, context: Mapping[str, Any] | None) -> dict[str, Any]:
     """The context of advice on a task file: settings (arch, library policy), the protocol (named, else
@@ -493,7 +506,7 @@ def _task_context(task: Path, settings: Any, protocol: str | None, context: Mapp
 
     ctx: dict[str, Any] = settings_context(settings)
     info = read_task(task)
-    dtype = info.dtype or "fp32"
+    dtype = run_dtype(settings, info.dtype) or "fp32"
     name = protocol or getattr(getattr(settings, "harness", None), "protocol", None)
     try:
         ctx.update(load_protocol(name).context(dtype))

@@ -135,6 +135,21 @@ def test_the_query_gets_the_runs_own_protocol(tmp_path: Path, task_file: Path) -
     assert stand_in.protocols and set(stand_in.protocols) == {"kernelbench"}
 
 
+def test_the_query_gets_the_runs_own_precision(tmp_path: Path, task_file: Path) -> None:
+    """The precision a run evaluates in (its manifest's harness.precision) reaches every query, so the KB's
+    precision vetoes follow the run, not the settings of the machine that resumes it."""
+    store = RunStore(tmp_path / "runs")
+    options = LoopOptions(rounds=5)
+    run = store.create(task_file, {"model": "test-model", "options": options.model_dump(),
+                                   "harness": {"protocol": "strict", "precision": "bf16"}})
+    assert run.precision == "bf16"
+    stand_in = retriever()
+    with ScriptedOpenAI(main_script()) as server:
+        Loop(run, LLMClient.from_settings(llm_settings(server.base_url)), ScriptedEvaluator(), stand_in,
+             options).execute()
+    assert stand_in.precisions and set(stand_in.precisions) == {"bf16"}
+
+
 def test_resume_of_a_finished_run_repeats_nothing(tmp_path: Path, task_file: Path) -> None:
     with ScriptedOpenAI(main_script()) as server:
         loop, _ = make_loop(tmp_path, task_file, server.base_url)

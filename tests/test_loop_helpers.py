@@ -125,11 +125,14 @@ class StandInRetriever:
     def __init__(self) -> None:
         self.calls: list[str] = []
         self.protocols: list[str | None] = []
+        self.precisions: list[str | None] = []
 
-    def query(self, kernel: Path, *, task: Path, profile: Path | None, protocol: str | None = None
+    def query(self, kernel: Path, *, task: Path, profile: Path | None, protocol: str | None = None,
+              precision: str | None = None
               ) -> dict[str, Any]:
         self.calls.append(kernel.name)
         self.protocols.append(protocol)
+        self.precisions.append(precision)
         return {"static_only": profile is None, "tier": "unknown", "bottleneck": "memory_bandwidth",
                 "case": {"id": "mem.streaming", "title": "streaming memory-bound kernel", "rationale": "no reuse"},
                 "permitted": [{"id": m, "name": m.replace("_", " "), "rank": i + 1, "guidance": f"apply {m}"}

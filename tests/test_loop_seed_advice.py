@@ -131,7 +131,7 @@ def test_a_resumed_run_reads_the_advice_back(tmp_path: Path, settings) -> None:
     class Counting(KBRetriever):
         asked = 0
 
-        def task_advice(self, task, protocol=None):  # type: ignore[no-untyped-def]
+        def task_advice(self, task, protocol=None, precision=None):  # type: ignore[no-untyped-def]
             Counting.asked += 1
             return super().task_advice(task, protocol)
 

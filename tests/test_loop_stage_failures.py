@@ -64,7 +64,8 @@ def run_loop(tmp_path: Path, script: dict[str, list[Any]], rounds: int) -> tuple
 
 
 class _Retriever:
-    def query(self, kernel: Path, *, task: Path, profile: Path | None, protocol: str | None = None
+    def query(self, kernel: Path, *, task: Path, profile: Path | None, protocol: str | None = None,
+              precision: str | None = None
               ) -> dict[str, Any]:
         return {"static_only": True, "tier": "unknown", "bottleneck": "memory_bandwidth", "case": None,
                 "permitted": [{"id": "vectorized_access_16b", "name": "float4", "guidance": "use float4"},

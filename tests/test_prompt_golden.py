@@ -34,6 +34,10 @@ GEMM_GN = [f"{DATA}/gemm_groupnorm_task.py", "--candidate", f"{DATA}/gemm_groupn
 CASES: dict[str, list[str]] = {
     "naive_gemm.plan": example("naive_gemm", "naive_gemm_task.py") + ["--step", "plan", "--speedup", "0.42"],
     "naive_gemm.write": example("naive_gemm", "naive_gemm_task.py") + ["--step", "write"],
+    # a run in bf16: the contract states the cast and the bf16 tolerance, the precision vetoes are lifted
+    "naive_gemm.plan.bf16": example("naive_gemm", "naive_gemm_task.py") + ["--step", "plan", "--precision", "bf16"],
+    "naive_gemm.write.bf16": example("naive_gemm", "naive_gemm_task.py")
+    + ["--step", "write", "--precision", "bf16", "--method", "tensor_core_mma"],
     "relu_vec4.plan": example("relu_vec4", "relu_task.py") + ["--step", "plan"],
     "relu_vec4.plan.search": example("relu_vec4", "relu_task.py") + ["--step", "plan", "--plans", "3"],
     "row_softmax.plan": example("row_softmax", "softmax_task.py") + ["--step", "plan"],

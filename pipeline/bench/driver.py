@@ -116,19 +116,19 @@ class SerialRetriever:
         self.retriever = retriever
         self._lock = threading.Lock()
 
-    def query(self, kernel: Path, *, task: Path, profile: Path | None, protocol: str | None = None
-              ) -> dict[str, Any]:
+    def query(self, kernel: Path, *, task: Path, profile: Path | None, protocol: str | None = None,
+              precision: str | None = None) -> dict[str, Any]:
         with self._lock:
-            return self.retriever.query(kernel, task=task, profile=profile, protocol=protocol)
+            return self.retriever.query(kernel, task=task, profile=profile, protocol=protocol, precision=precision)
 
-    def task_advice(self, task: Path, protocol: str | None = None) -> Any:
+    def task_advice(self, task: Path, protocol: str | None = None, precision: str | None = None) -> Any:
         """The KB arm's seed advice (``Retriever.task_advice``), one at a time like the queries; ``None`` from a
         retriever that offers none (the seed then carries no advice)."""
         ask = getattr(self.retriever, "task_advice", None)
         if ask is None:
             return None
         with self._lock:
-            return ask(task, protocol=protocol)
+            return ask(task, protocol=protocol, precision=precision)
 
     def profile_numbers(self, profile: Path) -> dict[str, Any]:
         """The profile arm's counters (``Retriever.profile_numbers``, else the loop's own reader); no store is

@@ -212,7 +212,8 @@ def page(report: dict[str, Any]) -> str:
     final = (f"; the runs' own re-verified final picks: geomean {o['final_geomean_speedup']:.3f}x against eager "
              f"over {o['final_picks']} tasks" if o.get("final_picks") and o.get("final_geomean_speedup") else "")
     subtitle = (f"{o['tasks']} tasks, {o['correct']} correct{final}; failure classes: {failures}; tokens {o['tokens']}, "
-                f"cost ${o['cost_usd']:.4f}. Protocol {lab['protocol']}; baseline {lab['baseline']}; dtype "
+                f"cost ${o['cost_usd']:.4f}. Protocol {lab['protocol']}; precision {lab.get('precision', 'fp32')}; "
+                f"baseline {lab['baseline']}; dtype "
                 f"{lab['dtype']}; tolerance {lab['tolerance']}; GPU {lab['gpu']}.")
     figures = "".join([
         _figure(histogram(report["tasks"]), _caption(lab, "Speedup distribution of the correct tasks (best "

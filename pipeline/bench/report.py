@@ -64,6 +64,7 @@ def task_row(entry: dict[str, Any], run: Run | None, *, upto_round: int | None =
     manifest = run.manifest
     harness = manifest.get("harness") or {}
     row["protocol"] = manifest.get("protocol") or harness.get("protocol")
+    row["precision"] = harness.get("precision") or "fp32"  # a run made before the setting ran in fp32
     row["baseline"] = harness.get("baseline", "eager")
     events = run.log.events
     types = [e["type"] for e in events]
@@ -222,7 +223,7 @@ def summarize(rows: list[dict[str, Any]]) -> dict[str, Any]:
 
 
 def _labels(rows: list[dict[str, Any]], options: dict[str, Any]) -> dict[str, str]:
-    """What every figure names: protocol, baseline, dtype, tolerance, GPU (all values seen)."""
+    """What every figure names: protocol, precision, baseline, dtype, tolerance, GPU (all values seen)."""
 
     def seen(key: str, fallback: str) -> str:
         values = sorted({str(r[key]) for r in rows if r.get(key)})
@@ -242,7 +243,8 @@ def _labels(rows: list[dict[str, Any]], options: dict[str, Any]) -> dict[str, st
             tolerances.append(f"{dtype} atol={atol:g} rtol={rtol:g}")
     timed = seen("baseline", str(options.get("baseline") or "eager"))
     baseline = "eager and torch.compile" if "compile" in timed else "eager (torch.compile not timed)"
-    return {"protocol": protocol_name, "baseline": baseline,
+    return {"protocol": protocol_name, "precision": seen("precision", str(options.get("precision") or "fp32")),
+            "baseline": baseline,
             "dtype": seen("dtype", "unknown"), "tolerance": "; ".join(tolerances), "gpu": seen("gpu", "unknown")}
 
 
@@ -271,7 +273,7 @@ def _f(value: Any, suffix: str = "") -> str:
 def markdown(report: dict[str, Any]) -> str:
     lab = report["labels"]
     lines = [f"# kernelskill suite {report['suite']}", "",
-             f"Protocol {lab['protocol']}; baselines: {lab['baseline']}; dtype "
+             f"Protocol {lab['protocol']}; precision {lab.get('precision', 'fp32')}; baselines: {lab['baseline']}; dtype "
              f"{lab['dtype']}; tolerance {lab['tolerance']}; GPU {lab['gpu']}.", ""]
     groups = [("overall", report["overall"])] + [(f"level {k}", v) for k, v in report["levels"].items()]
     head = "| group | tasks | correct | " + " | ".join(f"fast_{p:g}" for p in report["p_values"])

@@ -26,7 +26,13 @@ log = logging.getLogger(__name__)
 SUITE_MANIFEST = "suite.json"
 RUNS = "runs"
 #: options that make a suite what it is: starting the same folder with others is refused
-IDENTITY = ("kind", "protocol", "baseline", "knowledge", "candidate_format", "model", "provider")
+IDENTITY = ("kind", "protocol", "baseline", "knowledge", "candidate_format", "model", "provider", "precision")
+
+
+def _identity(options: dict[str, Any], key: str) -> Any:
+    """An identity option as suites compare it: a suite made before ``precision`` existed ran in fp32."""
+    value = options.get(key)
+    return (value or "fp32") if key == "precision" else value
 
 
 def _readable(file: Path) -> bool:
@@ -44,8 +50,10 @@ def run_id_for(index: int, name: str) -> str:
 
 def default_name(kind: str, tasks: list[TaskRef], options: dict[str, Any]) -> str:
     """A name fixed by what is run, so the same command finds the same folder again."""
-    key = json.dumps({"kind": kind, "tasks": [t.name for t in tasks],
-                      "options": {k: options.get(k) for k in IDENTITY}}, sort_keys=True)
+    ident = {k: options.get(k) for k in IDENTITY if k != "precision"}
+    if _identity(options, "precision") != "fp32":  # fp32 suites keep the names they had before the precision
+        ident["precision"] = options["precision"]
+    key = json.dumps({"kind": kind, "tasks": [t.name for t in tasks], "options": ident}, sort_keys=True)
     return f"{kind}-{hashlib.sha256(key.encode()).hexdigest()[:10]}"
 
 
@@ -88,7 +96,8 @@ class Suite:
             if [t["name"] for t in old.get("tasks", [])] != [t["name"] for t in entries] or old.get("kind") != kind:
                 raise KernelskillError(f"{suite.path}: this suite was started with other tasks; give another "
                                        "--suite folder or the same tasks")
-            changed = [k for k in IDENTITY if k in options and old.get("options", {}).get(k) != options.get(k)]
+            changed = [k for k in IDENTITY if k in options
+                       and _identity(old.get("options", {}), k) != _identity(options, k)]
             if changed:
                 before = ", ".join(f"{k}={old['options'].get(k)!r}" for k in changed)
                 raise KernelskillError(f"{suite.path}: this suite was started with other {', '.join(changed)} "

@@ -236,7 +236,7 @@ def run_candidate(task: str | Path, candidate: str | Path, config: EvalConfig | 
         return EvalResult(status=built.status if built.status != OK else COMPILE_ERROR, message=built.message,
                           build_log=built.log, details={"build_key": built.key, "build_cached": built.cached,
                                                         "isolation": available_isolation()},
-                          task=str(task), candidate=str(candidate), protocol=cfg.protocol)
+                          task=str(task), candidate=str(candidate), protocol=cfg.protocol, precision=cfg.precision)
     env = _build_env(cfg, built.key)
     device = gpu if gpu is not None else cfg.device
     if device is not None:
@@ -249,6 +249,7 @@ def run_candidate(task: str | Path, candidate: str | Path, config: EvalConfig | 
                          keep_workdir=cfg.keep_workdir, ready_key=_ready_key(env, []) if cfg.ready_workers else None)
     result = _outcome_to_result(outcome, cfg, budget)
     result.task, result.candidate, result.protocol = str(task), str(candidate), cfg.protocol
+    result.precision = cfg.precision
     result.details.update(build_key=built.key, build_cached=built.cached, build_seconds=round(built.seconds, 3),
                           build_deferred=built.deferred, device=device)
     return result
@@ -282,7 +283,7 @@ def evaluate(task: str | Path, candidate: str | Path, config: EvalConfig | None 
         raise
     except KernelskillError as exc:  # a candidate that does not parse is a compile error, not a crash
         return EvalResult(status=COMPILE_ERROR, message=str(exc), task=str(task), candidate=str(candidate),
-                          protocol=cfg.protocol)
+                          protocol=cfg.protocol, precision=cfg.precision)
     return run_candidate(task, candidate, cfg, built=built)
 
 
@@ -355,7 +356,8 @@ class LocalEvaluator:
                         res = run_candidate(job.task, job.candidate, cfgs[i], built=built, gpu=gpu)
                 except Exception as exc:  # noqa: BLE001 - a bad job never stops the queue
                     res = EvalResult(status=RUNTIME_ERROR, message=f"{type(exc).__name__}: {exc}",
-                                     task=job.task, candidate=job.candidate)
+                                     task=job.task, candidate=job.candidate, protocol=cfgs[i].protocol,
+                                     precision=cfgs[i].precision)
                 res.details["tag"] = job.tag
                 res.details["build_phase_wall_s"] = round(build_wall, 3)
                 results[i] = res
@@ -377,4 +379,5 @@ def _safe_build(candidate: str, cfg: EvalConfig) -> BuildResult | EvalResult:
     except HarnessUnavailable:
         raise
     except Exception as exc:  # noqa: BLE001 - e.g. a candidate that does not parse
-        return EvalResult(status=COMPILE_ERROR, message=str(exc), candidate=str(candidate), protocol=cfg.protocol)
+        return EvalResult(status=COMPILE_ERROR, message=str(exc), candidate=str(candidate), protocol=cfg.protocol,
+                          precision=cfg.precision)

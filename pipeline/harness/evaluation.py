@@ -20,6 +20,12 @@ reference's forward needed, is ``details["harness_failure"]``, not the candidate
 
 Inputs are made on the GPU (``get_inputs()`` under the device as default device), so a task with
 several GB of inputs costs milliseconds per seed instead of seconds of CPU random numbers and copies.
+
+Precision (``EvalConfig.precision``, docs/precision.md): in bf16 or fp16 every floating tensor of
+``get_inputs()`` and ``get_init_inputs()`` is cast to that dtype and both models' floating parameters and
+buffers follow (``Module.to(device, dtype)``), as KernelBench does; the protocol's tolerance for that dtype
+applies to every floating output, the fp32-only checks (float64 accuracy, no fp16/bf16 ops) are off, and the speed-of-light
+floor divides by that dtype's tensor-core peak. fp32 evaluates the task as written.
 """
 
 from __future__ import annotations
@@ -66,8 +72,36 @@ class _Stop(Exception):
         self.result = result
 
 
-def _to_device(values: Sequence[Any], device: torch.device) -> list[Any]:
-    return [v.to(device) if isinstance(v, torch.Tensor) else v for v in values]
+#: the precisions that cast a task (fp32 evaluates the task as written)
+CAST_DTYPES: dict[str, torch.dtype] = {"bf16": torch.bfloat16, "fp16": torch.float16}
+
+#: torch dtype -> the short name ``details["task_dtype"]`` and the query context use
+SHORT_DTYPES: dict[torch.dtype, str] = {torch.float32: "fp32", torch.bfloat16: "bf16", torch.float16: "fp16"}
+
+
+def _to_device(values: Sequence[Any], device: torch.device, cast: torch.dtype | None = None) -> list[Any]:
+    """``values`` on ``device``; with ``cast``, every floating-point tensor in that dtype as well (as KernelBench
+    casts a task's inputs to its precision; integer and boolean tensors, indices and masks, keep theirs)."""
+    return [(v.to(device, dtype=cast) if cast is not None and v.is_floating_point() else v.to(device))
+            if isinstance(v, torch.Tensor) else v for v in values]
+
+
+def _to_precision(model: Any, device: torch.device, cast: torch.dtype | None) -> Any:
+    """A model on ``device`` with its floating parameters and buffers in ``cast`` (``Module.to`` leaves integer
+    buffers alone), as KernelBench moves both models with ``.to(device, dtype=precision)``."""
+    if not isinstance(model, torch.nn.Module):
+        return model
+    return model.to(device, dtype=cast) if cast is not None else model.to(device)
+
+
+def task_dtype_name(dtypes: set[torch.dtype]) -> str:
+    """``fp32`` / ``bf16`` / ``fp16`` for one floating dtype, ``mixed`` for several, ``none`` for none."""
+    if len(dtypes) > 1:
+        return "mixed"
+    if not dtypes:
+        return "none"
+    only = next(iter(dtypes))
+    return SHORT_DTYPES.get(only, str(only).replace("torch.", ""))
 
 
 def _clone(values: Sequence[Any]) -> list[Any]:
@@ -96,7 +130,7 @@ def device_facts(device: torch.device) -> dict[str, Any]:
         "memory_gb": round(int(props.total_memory) / 1e9, 1),
         "copy_tb_s": round(timing.copy_bandwidth_tb_s(device), 2), "source": "measured on the evaluating device",
     }
-    for key in ("hbm_peak_tb_s", "fp32_tflops", "tf32_tflops", "bf16_tflops"):
+    for key in ("hbm_peak_tb_s", "fp32_tflops", "tf32_tflops", "bf16_tflops", "fp16_tflops"):
         if key in table:
             facts[key] = table[key]
     return facts
@@ -108,6 +142,19 @@ def floor_bandwidth(evaluated: dict[str, Any], table: dict[str, Any]) -> float:
     only when the device is neither measured nor known."""
     best = max(float(evaluated.get("copy_tb_s") or 0.0), float(table.get("copy_tb_s") or 0.0))
     return best * 1e12 if best > 0 else timing.PEAK_BYTES_PER_S
+
+
+#: floor dtype -> the ``gpus.json`` key prefix of its peak
+FLOOR_KEYS = {"float32": "fp32", "bfloat16": "bf16", "float16": "fp16"}
+
+
+def floor_dtype(precision: str, task_dtype: str | None) -> str:
+    """The dtype whose peak the speed-of-light floor divides FLOPs by: the precision's when it casts the task
+    (bf16, fp16); in fp32 precision the task's own (fp32, or fp16 / bf16 for a task written in half), and
+    bf16 for a mixed one."""
+    if precision in ("bf16", "fp16"):
+        return "bfloat16" if precision == "bf16" else "float16"
+    return {"fp32": "float32", "bf16": "bfloat16", "fp16": "float16"}.get(task_dtype or "", "bfloat16")
 
 
 def fp64_errors(ref_model: Any, inputs: list[Any], ref_out: Any, cand_out: Any, *, max_bytes: int | None,
@@ -181,6 +228,12 @@ class Evaluation:
         self.req = req
         self.stage = stage
         self.config = EvalConfig.from_dict(req["config"])
+        self.cast = CAST_DTYPES.get(self.config.precision)  # None: fp32, the task as written
+        if self.cast is not None:  # as KernelBench: the precision's tolerance for every floating output (a forward
+            # that returns fp32 from bf16 work is held to bf16's, not to fp32's 1e-4)
+            pair = [float(v) for v in self.config.tolerance(self.config.precision_dtype)]
+            self.config.tolerances = {**self.config.tolerances,
+                                      **{name: pair for name in ("float32", "float64", "float16", "bfloat16")}}
         self.sticky = False
         self.details: dict[str, Any] = {}
         wants_cuda = req.get("device_type", "cuda") == "cuda"
@@ -241,11 +294,13 @@ class Evaluation:
         torch.manual_seed(seed)
         with self.on_device():
             values = self.task.get_inputs()
-        return _to_device(list(values), self.device)
+        return _to_device(list(values), self.device, self.cast)
 
     def poison(self, nbytes: list[int]) -> None:
         """Fill the caching allocator's free blocks of the output sizes (and a spare one) with NaN, within the
-        harness's memory budget: up to three blocks per output, at least one when it fits."""
+        harness's memory budget: up to three blocks per output, at least one when it fits. Every bit is set, which
+        reads as NaN in fp32, bf16 and fp16 alike (a fp32 NaN's low half is a bf16/fp16 zero), so an output a
+        bf16 kernel leaves unwritten is NaN in every element."""
         if not self.cuda:
             return
         room = self.mem.headroom()
@@ -253,13 +308,20 @@ class Evaluation:
         for n in nbytes:
             copies = 3 if 3 * n <= room // 2 else 1 if n <= room else 0
             for _ in range(copies):
-                blocks.append(torch.full((max(1, n // 4),), float("nan"), dtype=torch.float32, device=self.device))
+                blocks.append(torch.full((max(1, n // 4),), -1, dtype=torch.int32, device=self.device))
                 room -= n
         big = int(min(room // 2, 2 * 2**30)) // 4
         if big > 0:
-            blocks.append(torch.full((big,), float("nan"), dtype=torch.float32, device=self.device))
+            blocks.append(torch.full((big,), -1, dtype=torch.int32, device=self.device))
         self.sync()
         del blocks
+
+    def dtype_hint(self, details: dict[str, Any]) -> str:
+        """For an output in the wrong dtype in a cast task: what the precision asks of it."""
+        if details.get("check") != "dtype" or self.cast is None:
+            return ""
+        return (f" (the task runs in {self.config.precision}: its floating inputs, weights and buffers are "
+                f"{str(self.cast).replace('torch.', '')}, and each output must have the reference's dtype)")
 
     def cheat(self, check: str, message: str, **extra: Any) -> None:
         raise _Stop({"status": "cheat", "correct": False, "message": f"{check}: {message}",
@@ -322,7 +384,7 @@ class Evaluation:
         # ---- reference: built, run once, its own peak memory measured ----
         self.at("build_reference")
         before_build = self.mem.allocated()
-        init = _to_device(list(self.task.get_init_inputs()), self.device)
+        init = _to_device(list(self.task.get_init_inputs()), self.device, self.cast)
         ref_model = self.construct(self.task.Model, init)
         params = self.mem.allocated() - before_build
 
@@ -346,9 +408,10 @@ class Evaluation:
         ref_mutates = any(isinstance(a, torch.Tensor) and not torch.equal(a, b) for a, b in zip(rx, x0, strict=True))
         del rx
         in_dtypes = _float_dtypes(x0) | _float_dtypes(ref_out0)
-        task_fp32 = bool(in_dtypes) and in_dtypes <= {torch.float32}
-        self.details["task_dtype"] = ("fp32" if task_fp32 else "mixed" if len(in_dtypes) > 1
-                                      else str(next(iter(in_dtypes), "none")).replace("torch.", ""))
+        # the fp32-only checks (float64 accuracy, no fp16/bf16 ops) hold for a fp32 task in fp32 precision only
+        task_fp32 = bool(in_dtypes) and in_dtypes <= {torch.float32} and self.cast is None
+        self.details["task_dtype"] = task_dtype_name(in_dtypes)
+        self.details["precision"] = cfg.precision
         self.details["reference_ops"] = dict(rec_ref.record.ops)
         del ref_out0
 
@@ -397,7 +460,8 @@ class Evaluation:
         del flat0
         cmp = compare_outputs(ref0, out0, cfg)
         if not cmp.ok:
-            raise _Stop({"status": cmp.status, "correct": False, "message": f"trial 0: {cmp.message}",
+            raise _Stop({"status": cmp.status, "correct": False,
+                         "message": f"trial 0: {cmp.message}{self.dtype_hint(cmp.details)}",
                          "details": cmp.details | {"trial": 0}})
         warnings: list[str] = self.details.setdefault("warnings", [])
         found = judge_ops(rec_ref.record, rec_c.record, policy=cfg.library_policy, task_is_fp32=task_fp32,
@@ -474,7 +538,9 @@ class Evaluation:
         float_outs = [o for o in flatten_outputs(ref_o) if isinstance(o, torch.Tensor) and o.is_floating_point()]
         out_dtype = str(float_outs[0].dtype).replace("torch.", "") if float_outs else "float32"
         del float_outs
-        tight.atol, tight.rtol = (t * 0.1 for t in cfg.tolerance(out_dtype))
+        atol, rtol = cfg.tolerance(out_dtype)
+        self.details["tolerance"] = {"dtype": out_dtype, "atol": atol, "rtol": rtol}  # what the trials held to
+        tight.atol, tight.rtol = atol * 0.1, rtol * 0.1
         bitwise = True
         for r in range(cfg.determinism_reruns):
             self.poison(out_bytes)
@@ -494,6 +560,9 @@ class Evaluation:
         if cfg.check_fp64 and task_fp32:
             self.at("precision_fp64")
             self.precision_check(ref_model, last_inputs, ref_o, first)
+        elif cfg.check_fp64 and self.cast is not None:
+            self.details["fp64_check"] = (f"skipped: the task runs in {cfg.precision}; the float64 check guards "
+                                          "fp32 tasks against lower-precision math")
         del ref_o, first
 
         # ---- second shape set ----
@@ -536,12 +605,12 @@ class Evaluation:
                 ref_m, alt_init = ref_model, init
                 if plan.rebuild:
                     with self.on_device():
-                        alt_init = _to_device(list(task.get_init_inputs()), self.device)
+                        alt_init = _to_device(list(task.get_init_inputs()), self.device, self.cast)
                     ref_m = self.construct(task.Model, alt_init)
                 torch.manual_seed(cfg.seed + 77)
                 with self.on_device():
                     xs = _to_device(list(task.get_inputs_alt() if plan.sizes == {} and not plan.rebuild
-                                         else task.get_inputs()), self.device)
+                                         else task.get_inputs()), self.device, self.cast)
                 if timing.tensor_bytes(xs) > orig_bytes:
                     tried.append(f"{plan.description}: more input bytes than the original")
                     continue
@@ -581,7 +650,7 @@ class Evaluation:
         torch.manual_seed(self.config.seed)
         with self.on_device():
             model = cls(*copy.deepcopy(init))
-        return model.to(self.device) if isinstance(model, torch.nn.Module) else model
+        return _to_precision(model, self.device, self.cast)
 
     # --- precision -----------------------------------------------------------------------------
     def precision_check(self, ref_model: Any, inputs: list[Any], ref_out: Any, cand_out: Any) -> None:
@@ -708,7 +777,8 @@ class Evaluation:
 
     def speed_of_light(self, inputs: list[Any], ref_model: Any, cand_ms: float, in_bytes: int) -> None:
         """The floor of this device: bytes over its copy bandwidth (the measured one, or the table's when that
-        is higher), FLOPs over its fp32-accurate (or bf16) peak."""
+        is higher), FLOPs over its fp32-accurate peak, or the bf16 / fp16 tensor-core peak for a task in that
+        precision (:func:`floor_dtype`)."""
         with torch.no_grad():
             outs = flatten_outputs(ref_model(*inputs))
         out_bytes = timing.tensor_bytes(outs)
@@ -718,17 +788,17 @@ class Evaluation:
         l2 = int(float(gpu.get("l2_mb") or 0) * MB) or L2_BYTES
         moved = in_bytes + max(0, out_bytes - l2)
         flops = timing.count_flops(lambda: ref_model(*inputs))
-        dtype = "float32" if self.details.get("task_dtype") == "fp32" else "bfloat16"
+        dtype = floor_dtype(self.config.precision, self.details.get("task_dtype"))
         bw = floor_bandwidth(gpu, facts)
         if dtype == "float32":  # error-compensated TF32 on tensor cores is a legitimate fp32-accurate route
             fp32, tf32 = facts.get("fp32_tflops"), facts.get("tf32_tflops")
             rate = timing.fp32_accurate_flops(float(fp32) * 1e12 if fp32 else timing.PEAK_FLOPS["float32"],
                                               float(tf32) * 1e12 if tf32 else timing.PEAK_TF32_FLOPS)
-        else:
-            peak = facts.get("bf16_tflops")
+        else:  # the tensor-core peak of the dtype the task runs in
+            peak = facts.get(f"{FLOOR_KEYS[dtype]}_tflops") or facts.get("bf16_tflops")
             rate = float(peak) * 1e12 if peak else None
         floor = timing.speed_of_light_ms(moved, flops, dtype, bytes_per_s=bw, flops_per_s=rate)
-        self.details["speed_of_light"] = {"floor_ms": floor, "bytes": moved, "flops": flops,
+        self.details["speed_of_light"] = {"floor_ms": floor, "bytes": moved, "flops": flops, "dtype": dtype,
                                           "bytes_per_s": bw, "gpu": gpu.get("name") or facts.get("name", "unknown"),
                                           "fraction_of_floor": floor / cand_ms if cand_ms > 0 else math.inf}
         if floor >= 0.01 and cand_ms < self.config.sol_fail_fraction * floor:
@@ -767,20 +837,20 @@ def profile_target(req: dict[str, Any], stage: Stage) -> dict[str, Any]:
     verified = ieee_fp32()  # the candidate is profiled on the path it was verified and timed on
     stage("load_task")
     task = load_task(req["task"])
-    init = _to_device(list(task.get_init_inputs()), device)
+    cast = CAST_DTYPES.get(cfg.precision)  # profiled in the precision it was evaluated in
+    init = _to_device(list(task.get_init_inputs()), device, cast)
     torch.manual_seed(cfg.seed)
     if req.get("target") == "reference":
-        model = task.Model(*init).to(device)
+        model = _to_precision(task.Model(*init), device, cast)
     else:
         install_build_hooks(fast_headers=cfg.fast_headers)
         stage("import_candidate")
         cls = load_candidate(req["candidate"], req["kind"])
         model = cls(*init)
-        if isinstance(model, torch.nn.Module):
-            model = model.to(device)
+        model = _to_precision(model, device, cast)
         model = confined(model, verified)
     torch.manual_seed(cfg.seed)
-    xs = _to_device(list(task.get_inputs()), device)
+    xs = _to_device(list(task.get_inputs()), device, cast)
     stage("warmup")
     model(*xs)
     torch.cuda.synchronize()
@@ -792,4 +862,5 @@ def profile_target(req: dict[str, Any], stage: Stage) -> dict[str, Any]:
     return {"status": "ok", "correct": False, "message": "profiled one forward"}
 
 
-__all__ = ["Evaluation", "device_facts", "floor_bandwidth", "fp64_errors", "profile_target", "statistics"]
+__all__ = ["Evaluation", "device_facts", "floor_bandwidth", "floor_dtype", "fp64_errors", "profile_target",
+           "statistics", "task_dtype_name"]

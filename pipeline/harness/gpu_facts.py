@@ -11,7 +11,7 @@ import json
 from pathlib import Path
 from typing import Any
 
-from kernelskill.protocols import load_protocol
+from kernelskill.protocols import PRECISION_DTYPES, check_precision, load_protocol
 
 DATA = Path(__file__).with_name("gpus.json")
 
@@ -38,9 +38,11 @@ MEASURED_KEYS = ("name", "arch", "sm_count", "l2_mb", "memory_gb", "copy_tb_s")
 
 
 def prompt_gpu(arch: str, *, name: str | None = None, protocol: str | None = None,
-               evaluated: dict[str, Any] | None = None, previous: dict[str, Any] | None = None) -> dict[str, Any]:
+               evaluated: dict[str, Any] | None = None, previous: dict[str, Any] | None = None,
+               precision: str | None = None) -> dict[str, Any]:
     """What the code-writing prompts get as ``gpu``: name, arch, the facts above, and ``contract`` (the
-    run's protocol as a dict, read by ``prompts/partials/contract.j2``).
+    run's protocol as a dict, read by ``prompts/partials/contract.j2``, with ``precision``: the dtype the task
+    runs in, and ``precision_dtype``, its torch name).
 
     ``evaluated`` is the ``details["gpu"]`` of the run's last evaluation: the device that evaluates is the one
     the prompts describe (its name, SMs, L2, memory and measured copy bandwidth win over the table's, which
@@ -57,6 +59,8 @@ def prompt_gpu(arch: str, *, name: str | None = None, protocol: str | None = Non
     if previous and previous.get("name") and ev.get("name") and previous["name"] != ev["name"]:
         out["moved_from"] = previous["name"]
     out["contract"] = load_protocol(protocol).to_dict()
+    out["contract"]["precision"] = check_precision(precision)
+    out["contract"]["precision_dtype"] = PRECISION_DTYPES[out["contract"]["precision"]]
     return out
 
 

@@ -11,7 +11,15 @@ import json
 from dataclasses import dataclass, field
 from typing import Any
 
-from kernelskill.protocols import DEFAULT_PROTOCOL, DEFAULT_TOLERANCES, Protocol, load_protocol
+from kernelskill.protocols import (
+    DEFAULT_PRECISION,
+    DEFAULT_PROTOCOL,
+    DEFAULT_TOLERANCES,
+    PRECISION_DTYPES,
+    Protocol,
+    check_precision,
+    load_protocol,
+)
 
 OK = "ok"
 COMPILE_ERROR = "compile_error"
@@ -77,6 +85,7 @@ class EvalConfig(_Record):
     """
 
     protocol: str = DEFAULT_PROTOCOL
+    precision: str = DEFAULT_PRECISION  # fp32 | bf16 | fp16: floating inputs, weights, buffers cast to it
     correctness_trials: int = 5
     timing_trials: int = 300  # the most timed rounds (one call of each function per round)
     min_timing_trials: int = 20  # the fewest, whatever the budget or the interval
@@ -122,6 +131,14 @@ class EvalConfig(_Record):
                   "tolerances": {k: [float(v[0]), float(v[1])] for k, v in proto.tolerances.items()}}
         return cls(**(fields | overrides))
 
+    def __post_init__(self) -> None:
+        check_precision(self.precision, "EvalConfig.precision")
+
+    @property
+    def precision_dtype(self) -> str:
+        """The torch dtype name of :attr:`precision` (``float32``, ``bfloat16``, ``float16``)."""
+        return PRECISION_DTYPES[self.precision]
+
     def tolerance(self, dtype: str) -> tuple[float, float]:
         atol, rtol = DEFAULT_TOLERANCES.get(dtype, DEFAULT_TOLERANCES["float32"])
         if dtype in self.tolerances:
@@ -156,6 +173,7 @@ class EvalResult(_Record):
     baseline_iqr_ms: float | None = None
     compile_ms: float | None = None  # torch.compile baseline median (with --baseline compile)
     protocol: str = ""  # the protocol the candidate was judged by
+    precision: str = ""  # the precision the task ran in (fp32 | bf16 | fp16); "" in results written before it
     baseline_ieee_ms: float | None = None  # eager with cuDNN TF32 off, when it differs from baseline_ms by > 5 %
     message: str = ""
     build_log: str = ""

@@ -43,14 +43,15 @@ class LoopEvaluator(Protocol):
 
 class Retriever(Protocol):
     """The KB side: ``kernelskill.query`` as a JSON dict (QueryResult.model_dump(mode="json")), under the run's
-    ``protocol`` (its tolerances and library policy decide the vetoes)."""
+    ``protocol`` (its tolerances and library policy decide the vetoes) and ``precision`` (the dtype the task
+    is evaluated in: ``task_dtype``, and with it the KB's precision vetoes)."""
 
-    def query(self, kernel: Path, *, task: Path, profile: Path | None, protocol: str | None = None
-              ) -> dict[str, Any]: ...
+    def query(self, kernel: Path, *, task: Path, profile: Path | None, protocol: str | None = None,
+              precision: str | None = None) -> dict[str, Any]: ...
 
-    def task_advice(self, task: Path, protocol: str | None = None) -> TaskAdvice:
-        """The KB's advice for the operations of ``task``'s reference, under ``protocol``, before any kernel
-        exists (the seed prompt's knowledge; :mod:`~kernelskill.pipeline.loop.advice`)."""
+    def task_advice(self, task: Path, protocol: str | None = None, precision: str | None = None) -> TaskAdvice:
+        """The KB's advice for the operations of ``task``'s reference, under ``protocol`` and ``precision``,
+        before any kernel exists (the seed prompt's knowledge; :mod:`~kernelskill.pipeline.loop.advice`)."""
         ...
 
     def profile_numbers(self, profile: Path) -> dict[str, Any]:
@@ -127,11 +128,12 @@ class KBRetriever:
     def __init__(self, settings: Any = None) -> None:
         self.settings = settings
 
-    def query(self, kernel: Path, *, task: Path, profile: Path | None, protocol: str | None = None
-              ) -> dict[str, Any]:
+    def query(self, kernel: Path, *, task: Path, profile: Path | None, protocol: str | None = None,
+              precision: str | None = None) -> dict[str, Any]:
         settings = self.settings
-        if protocol is not None:  # the run's protocol, not this machine's default, decides the vetoes
-            settings = (settings if settings is not None else load_settings()).under_protocol(protocol)
+        if protocol is not None or precision is not None:  # the run's, not this machine's default, decide the vetoes
+            settings = ((settings if settings is not None else load_settings()).under_protocol(protocol)
+                        .under_precision(precision))
         raw = query(kernel, task=task, profile=profile, settings=settings).model_dump(mode="json")
         for method in raw.get("permitted") or []:
             if method.get("examples"):
@@ -142,13 +144,13 @@ class KBRetriever:
     def profile_numbers(self, profile: Path) -> dict[str, Any]:
         return profile_numbers(profile)
 
-    def task_advice(self, task: Path, protocol: str | None = None) -> TaskAdvice:
+    def task_advice(self, task: Path, protocol: str | None = None, precision: str | None = None) -> TaskAdvice:
         """The KB's advice for the operation families of ``task``'s reference ``forward`` (dominant first), under
         ``protocol`` (its vetoes decide which routes exist): :func:`kernelskill.retrieval.api.task_advice`, each
         family's first routes with guidance and measured effect, as the seed prompt shows them.
 
         The one place the loop asks retrieval for this: the prompts and the recorded runs keep their shape."""
-        settings = self.settings if self.settings is not None else load_settings()
+        settings = (self.settings if self.settings is not None else load_settings()).under_precision(precision)
         proto = protocol or settings.harness.protocol
         try:
             advice = retrieval_task_advice(task, protocol=proto, settings=settings.under_protocol(proto))

@@ -88,10 +88,11 @@ def messages_for(role: str, *, candidate_format: str = "load_inline", template: 
     return [{"role": "system", "content": redact(system.strip())}, {"role": "user", "content": redact(user)}]
 
 
-def default_gpu(arch: str = "sm_90", name: str | None = None, protocol: str | None = None) -> dict[str, Any]:
+def default_gpu(arch: str = "sm_90", name: str | None = None, protocol: str | None = None,
+                precision: str | None = None) -> dict[str, Any]:
     """The target GPU as the prompts describe it: its facts (SMs, bandwidth, L2) and, as ``contract``, the
-    protocol the candidates are judged by (prompts/partials/contract.j2)."""
-    gpu = prompt_gpu(arch, name=name, protocol=protocol)
+    protocol the candidates are judged by and the precision the task runs in (prompts/partials/contract.j2)."""
+    gpu = prompt_gpu(arch, name=name, protocol=protocol, precision=precision)
     gpu["contract"]["fp64_check"] = {"factor": FP64_ERROR_FACTOR, "floor": FP64_ERROR_FLOOR}
     gpu["contract"]["decision_rule"] = noise_rule_text()
     return gpu

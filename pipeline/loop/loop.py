@@ -248,7 +248,7 @@ class Loop:
             if ask is None:
                 return {"advice": None, "error": "the retriever offers no task advice"}
             try:
-                advice = ask(self.run.task_path, protocol=self.run.protocol)
+                advice = ask(self.run.task_path, protocol=self.run.protocol, precision=self.run.precision)
             except KernelskillError as exc:  # a broken KB stops the query steps later; the seed goes on without
                 log.warning("task advice: %s", exc)
                 return {"advice": None, "error": str(exc)}
@@ -293,7 +293,8 @@ class Loop:
             profile_path = self.run.path / prof["csv"] if prof.get("csv") else None
             try:
                 raw = self.retriever.query(self.run.path / parent.path, task=self.run.task_path,
-                                           profile=profile_path, protocol=self.run.protocol)
+                                           profile=profile_path, protocol=self.run.protocol,
+                                           precision=self.run.precision)
             except KernelskillError as exc:
                 if "no kernel found" not in str(exc):  # a broken KB or store: stop, resumable once fixed
                     raise

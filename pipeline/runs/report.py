@@ -39,6 +39,7 @@ def summary(run: Run) -> dict[str, Any]:
         "waits_for": (lambda p: f"{p['side']} {p['before']}" if p else None)(pending_request(run)),
         "llm_calls": len(llm), **spend(llm),
         "knowledge": (manifest.get("options") or {}).get("knowledge", "kb"),
+        "precision": run.precision,  # the dtype the task was evaluated in (fp32 for runs made before the setting)
     }
 
 
@@ -80,7 +81,8 @@ def markdown_report(run: Run) -> str:
     finished = [e["data"] for e in events if e["type"] == "run_finished"]
     best = finished[-1]["best"] if finished else None
     lines = [f"# kernelskill run {s['id']}", "",
-             f"- task: `{s['task']}`; answered by: {s['answered_by']}; status: **{s['status']}**",
+             f"- task: `{s['task']}`; precision: {s['precision']}; answered by: {s['answered_by']}; "
+             f"status: **{s['status']}**",
              f"- rounds: {s['rounds']}; candidates evaluated: {s['evals']}; LLM calls: {s['llm_calls']}, "
              f"{s['tokens']} tokens, ${s['cost_usd']:.4f}"]
     pick = final_pick(events) if best else None
@@ -254,7 +256,8 @@ def html_report(run: Run, data: dict[str, Any] | None = None) -> str:
     plot = page.plot_svg(series, title="speedup over eager PyTorch, by round", x_label="round",
                          y_label="speedup (x over eager)", hlines=[(1.0, "eager (1x)")], integer_x=True,
                          plot_id="speedup-plot")
-    facts = [("run", s["id"]), ("task", s["task"]), ("status", s["status"]), ("answered by", s["answered_by"]),
+    facts = [("run", s["id"]), ("task", s["task"]), ("precision", s.get("precision", "fp32")), ("status", s["status"]),
+             ("answered by", s["answered_by"]),
              ("rounds", s["rounds"]), ("candidates evaluated", s["evals"]), ("LLM calls", s["llm_calls"]),
              ("tokens", s["tokens"]), ("cost (USD)", s["cost_usd"]), ("best speedup", s["best_speedup"]),
              ("re-verified speedup", s["verified_speedup"])]

@@ -80,6 +80,12 @@ class Run:
         manifest = self.manifest
         return (manifest.get("harness") or {}).get("protocol") or manifest.get("protocol")
 
+    @property
+    def precision(self) -> str:
+        """The dtype the run's task is evaluated in (fp32 | bf16 | fp16): its manifest's harness settings; fp32
+        for a run started before the setting existed."""
+        return str((self.manifest.get("harness") or {}).get("precision") or "fp32")
+
     @contextlib.contextmanager
     def lock(self) -> Iterator[None]:
         """Exclusive use of the run by one process (released by the OS even on kill -9)."""
