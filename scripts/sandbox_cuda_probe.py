@@ -65,6 +65,12 @@ for n in names:
     except OSError as e:
         nodes[n] = f"errno {e.errno} {e.strerror}"
 out["dev_nvidia"] = nodes
+try:
+    with open("/proc/thread-self/comm", "w") as fh:  # cuInit names its threads: error 304 when it cannot
+        fh.write("ks-probe")
+    out["comm_write"] = "ok"
+except OSError as e:
+    out["comm_write"] = f"errno {e.errno} {e.strerror}"
 for f in ("/proc/driver/nvidia/version", "/proc/driver/nvidia/params"):
     try:
         text = open(f).read()
@@ -188,7 +194,7 @@ def main() -> int:
     finally:
         shutil.rmtree(work, ignore_errors=True)
     width = max(len(str(r["variant"])) for r in rows)
-    print(f"{'variant':<{width}}  {'cuInit':<28} {'devices':>7}  nodes / error")
+    print(f"{'variant':<{width}}  {'cuInit':<28} {'devices':>7}  {'comm':<8} nodes / error")
     for r in rows:
         nodes = r.get("dev_nvidia") or {}
         bad = {k: v for k, v in nodes.items() if isinstance(nodes, dict) and v not in ("rw ok", "dir")}
@@ -196,7 +202,7 @@ def main() -> int:
         if "torch_cuda" in r:
             note = f"torch.cuda.is_available()={r['torch_cuda']} {r.get('torch_init', '')} | {note}"
         print(f"{r['variant']:<{width}}  {str(r.get('cuInit', r.get('libcuda', '-')))[:28]:<28} "
-              f"{str(r.get('devices', '-')):>7}  {str(note)[:300]}")
+              f"{str(r.get('devices', '-')):>7}  {str(r.get('comm_write', '-'))[:8]:<8} {str(note)[:300]}")
     if args.json:
         args.json.write_text(json.dumps(rows, indent=1))
     return 0

@@ -10,10 +10,12 @@ same way. Imports the harness, torch and the standard library only. Run on a CUD
 from __future__ import annotations
 
 import json
+import subprocess
+import sys
 
 import pytest
 
-from kernelskill.pipeline.harness import isolation
+from kernelskill.pipeline.harness import isolation, sandbox
 from kernelskill.pipeline.harness.profiling import find_ncu
 from tests.sandbox_attacks import (
     ADD,
@@ -80,6 +82,16 @@ def test_namespaces_are_available_on_the_gpu_box():
     assert isolation.available() == isolation.NAMESPACES, "the GPU box offers no user namespaces"
 
 
+def test_cuda_starts_inside_the_sandbox(tmp_path):
+    """The driver comes up in a sandboxed process (the first wave-3 trip found cuInit failing there: a
+    read-only /proc refuses the thread names CUDA writes)."""
+    code = "import torch, sys; sys.exit(0 if torch.cuda.is_available() else 3)"
+    env = sandbox.scrub_env()
+    cmd = isolation.wrap([sys.executable, "-c", code], workdir=tmp_path, env=env, read_only=[], writable=[])
+    proc = subprocess.run(cmd, capture_output=True, text=True, env=env, cwd=tmp_path, timeout=300)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+
+
 @pytest.mark.parametrize("name", HONEST)
 def test_cuda_candidates_pass_inside_the_sandbox(results, name):
     if name not in results:
@@ -87,6 +99,7 @@ def test_cuda_candidates_pass_inside_the_sandbox(results, name):
     res = results[name]
     assert res["status"] == "ok" and res["correct"] and res["speedup"] > 0, res["message"]
     assert res["details"]["isolation"] == "namespaces"
+    assert res["details"].get("gpu"), "the sandboxed worker evaluated without a GPU"
     assert res["compile_ms"] is not None, res["details"].get("compile_baseline")
 
 

@@ -227,8 +227,9 @@ def _probe() -> str | None:
     workdir = Path(tempfile.mkdtemp(prefix="ks-sandbox-probe-"))
     try:
         # the probe checks the property, not only that unshare starts: / must be read-only inside
-        check = ("import os, sys\ntry:\n    open('/ks-probe-write', 'w')\nexcept OSError:\n    sys.exit(0)\n"
-                 "os.unlink('/ks-probe-write')\nsys.exit(7)")
+        check = ("import os, sys\ntry:\n    open('/ks-probe-write', 'w')\nexcept OSError:\n    pass\n"
+                 "else:\n    os.unlink('/ks-probe-write')\n    sys.exit(7)\n"
+                 "try:\n    open('/proc/thread-self/comm', 'w').write('ks-probe')\nexcept OSError:\n    sys.exit(8)")
         cmd = wrap([sys.executable, "-I", "-S", "-c", check], workdir=workdir, env={}, read_only=[], writable=[])
         try:
             proc = subprocess.run(cmd, capture_output=True, text=True, timeout=30, cwd=workdir,
@@ -237,6 +238,8 @@ def _probe() -> str | None:
             return f"unshare failed: {exc}"
         if proc.returncode == 7:
             return "the sandbox could not make the file system read-only"
+        if proc.returncode == 8:  # cuInit names its threads there: without it a worker has no GPU
+            return PROC_READ_ONLY
         if proc.returncode != 0:
             last = (proc.stderr.strip() or proc.stdout.strip() or f"exit {proc.returncode}").splitlines()[-1]
             return f"unshare failed: {last[:200]}"
@@ -404,6 +407,40 @@ def make_world_read_only(libc: Any) -> None:
         log.warning("sandbox: mounts left writable: %s", ", ".join(failed[:10]))
 
 
+#: why the probe refuses a sandbox whose processes cannot write their own /proc entries
+PROC_READ_ONLY = "the sandbox's /proc is read-only for its own processes (CUDA could not start there)"
+#: /proc entries that are not a process's own (they name no PID): bound read-only over the writable /proc
+PROC_OWN = ("self", "thread-self")
+
+
+def open_own_proc(libc: Any) -> None:
+    """The sandbox's /proc becomes writable for its own processes only: CUDA names its threads through
+    ``/proc/<pid>/task/<tid>/comm`` while ``cuInit`` runs and fails with error 304 (an operating-system
+    call failed) when /proc is read-only, so a read-only /proc is a sandbox without the GPU. Every entry
+    of /proc that is not a process's folder (sysctls, ``sysrq-trigger``, the driver's files, irq and bus
+    settings, ...) is bound read-only over it first. Fails closed: if one entry cannot be bound, /proc is
+    made read-only again (and the worker then reports that it cannot reach CUDA)."""
+    try:
+        shared = [name for name in os.listdir("/proc") if not name.isdigit() and name not in PROC_OWN]
+    except OSError as exc:
+        log.warning("sandbox: /proc cannot be listed (%s); it stays read-only", exc.strerror)
+        return
+    try:
+        for name in sorted(shared):
+            path = f"/proc/{name}"
+            if os.path.islink(path):  # mounts, net, ...: links into the reader's own process folder
+                continue
+            _mount(libc, path, path, None, MS_BIND | MS_REC)
+            _remount(libc, path, read_only=True)
+        _remount(libc, "/proc", read_only=False)
+    except OSError as exc:
+        log.warning("sandbox: /proc stays read-only (%s); CUDA cannot start in this worker", exc)
+        try:
+            _remount(libc, "/proc", read_only=True)
+        except OSError:
+            pass
+
+
 def _loopback_up() -> None:
     """Bring up the sandbox's own loopback interface (the profiler and its target talk through it)."""
     siocgifflags, siocsifflags, iff_up = 0x8913, 0x8914, 0x1
@@ -436,6 +473,7 @@ def setup(spec: dict[str, Any]) -> None:
     if spec.get("loopback"):
         _loopback_up()
     make_world_read_only(libc)
+    open_own_proc(libc)
     steps = [(d.count("/"), 0, d) for d in hide_dirs] + [(p.count("/"), 1, p) for p in fds]
     hidden_mounts = []
     for _depth, kind, path in sorted(steps):
