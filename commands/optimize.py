@@ -106,6 +106,10 @@ def llm_overrides(model: str | None, base_url: str | None, provider: str | None)
     return {"llm": llm} if llm else {}
 
 
+#: harness settings a resumed run takes from this machine, not from its manifest
+RESUME_KEEPS_LOCAL = frozenset({"build_jobs"})
+
+
 def resumed_options(run: Any, settings: Any, stop_before: list[str], rounds: int | None = None,
                     parent_rule: str | None = None, provider: str | None = None) -> Any:
     """The loop options of an existing run (its manifest), and the settings it needs to go on."""
@@ -116,9 +120,13 @@ def resumed_options(run: Any, settings: Any, stop_before: list[str], rounds: int
         settings.llm.model = manifest["model"]  # an exchange run names no model: a provider switch keeps yours
     if provider is None and manifest.get("provider") and settings.llm.provider == "openai":
         settings.llm.provider = manifest["provider"]  # a run answered through files stays so
-    precision = (manifest.get("harness") or {}).get("precision")
-    if precision:  # the run goes on in the precision it started in: its evaluations, query and prompts
-        settings.harness.precision = checked_precision(precision)
+    recorded = manifest.get("harness") or {}
+    # the run goes on judged as it started (its protocol, precision, tolerances, trials and limits: a parent
+    # and its child are compared under one protocol), whatever this machine's settings say; how many
+    # builds run at once is this machine's own
+    for name, value in recorded.items():
+        if name in type(settings.harness).model_fields and name not in RESUME_KEEPS_LOCAL:
+            setattr(settings.harness, name, checked_precision(value) if name == "precision" else value)
     options = LoopOptions(**manifest.get("options", {}))
     if rounds is not None:
         options.rounds = rounds

@@ -158,3 +158,28 @@ def test_a_suite_records_its_precision_and_fp32_suites_keep_their_names(tmp_path
     report = suite_report(suite)
     assert report["tasks"][0]["precision"] == "bf16" and report["labels"]["precision"] == "bf16"
     assert "Protocol strict; precision bf16;" in markdown(report)
+
+
+def test_a_resumed_run_is_judged_as_it_started_whatever_this_machine_s_settings_say(tmp_path: Path) -> None:
+    """``runs resume`` / ``optimize --resume`` on a machine whose settings differ: the run's own protocol,
+    precision, tolerances and trials (from its manifest) judge its next candidates; build_jobs stays local."""
+    from kernelskill.commands.optimize import resumed_options
+    from kernelskill.pipeline.loop import HarnessEvaluator
+    from kernelskill.pipeline.runs import RunStore
+
+    home = tmp_path / "home"
+    task = tmp_path / "relu2.py"
+    task.write_text(TASK)
+    started = ks("optimize", str(task), "--rounds", "1", "--llm", "exchange", "--precision", "bf16", "--protocol",
+                 "kernelbench", "--home", str(home), *PLUGINS, env=NO_KEY)
+    assert started.exit_code == 3, started.output
+    run = RunStore(home / "runs").list()[0]
+    assert run.manifest["harness"]["protocol"] == "kernelbench"
+    here = load_settings(home=tmp_path / "other")  # this machine: strict, fp32, its own trials and build jobs
+    here.harness.timing_trials, here.harness.build_jobs = 17, 5
+    evaluator = HarnessEvaluator(here.harness)  # made before the options, as `runs resume` makes it
+    resumed_options(run, here, ["gpu"])
+    cfg = evaluator._config()
+    assert (cfg.protocol, cfg.precision) == ("kernelbench", "bf16")
+    assert here.harness.timing_trials == run.manifest["harness"]["timing_trials"] != 17
+    assert here.harness.build_jobs == 5
