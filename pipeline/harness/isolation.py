@@ -542,6 +542,18 @@ def _hide_files(libc: Any, files: list[str], scratch: list[str], hidden_dirs: li
         os.unlink(empty)
 
 
+def _setup_state(spec: dict[str, Any]) -> str:
+    """What a failed setup had been asked to do and the mounts it left (paths only: the spec holds no secret)."""
+    try:
+        with open("/proc/self/mountinfo") as fh:
+            mounts = [" ".join(line.split()[4:6]) for line in fh
+                      if any(_under(line.split()[4], d) for d in spec.get("scratch_dirs", []))]
+    except OSError as exc:
+        mounts = [f"mountinfo unreadable ({exc.strerror})"]
+    return (f"hidden folders: {spec.get('hide_dirs')}; scratch: {spec.get('scratch_dirs')}; "
+            f"writable: {spec.get('writable')}; mounts under scratch: {mounts[-12:]}")
+
+
 def launch(spec_path: str) -> int:
     """PID 1 of the sandbox: set up, run the worker, record how it ended, exit. Nothing configures logging
     in this process: its warnings reach stderr (the worker's output, which the harness keeps) through
@@ -550,7 +562,8 @@ def launch(spec_path: str) -> int:
     try:
         setup(spec)
     except OSError as exc:
-        log.error("sandbox setup failed: %s (set %s=process to run without the namespaces)", exc, ENV_FORCE)
+        log.error("sandbox setup failed: %s (set %s=process to run without the namespaces); %s", exc, ENV_FORCE,
+                  _setup_state(spec))
         return 125
     os.chdir(spec["cwd"])
     pid = os.fork()
