@@ -118,7 +118,10 @@ def route_report(*, op: str | None, kernel: str | None, env: Mapping[str, Any], 
         if rate is not None and work.flops is None:
             parts = []  # a compute route without FLOPs has no honest ceiling
         ceiling = max(parts) * 1e3 if parts else None
-        row = RouteCeiling(route=r["route"], methods=ids, allowed=allowed, rate=label, ceiling_ms=ceiling,
+        # an allowed route lists the methods that may take it (a vetoed one, ec_tf32_gemm in a bf16 task, is not
+        # offered); a route not allowed keeps its methods beside the vetoes that removed them
+        row = RouteCeiling(route=r["route"], methods=[m for m in ids if m not in removed] if allowed else ids,
+                           allowed=allowed, rate=label, ceiling_ms=ceiling,
                            current=r["route"] == now,
                            why_not="; ".join(f"{f.id}: {f.veto or f.by}" for f in blocked) if not allowed else "")
         if ceiling is not None and forward_ms:

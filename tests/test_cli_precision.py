@@ -183,3 +183,26 @@ def test_a_resumed_run_is_judged_as_it_started_whatever_this_machine_s_settings_
     assert (cfg.protocol, cfg.precision) == ("kernelbench", "bf16")
     assert here.harness.timing_trials == run.manifest["harness"]["timing_trials"] != 17
     assert here.harness.build_jobs == 5
+
+
+@pytest.mark.parametrize("protocol, first", [("kernelbench", "cublas_gemm"), ("strict", "wgmma_hopper")])
+def test_a_bf16_gemm_task_is_not_offered_fp32_only_error_compensation(kb_home: Path, protocol: str, first: str) -> None:
+    """A bf16 operand is exact in TF32: the compensated-TF32 methods (fp32-only guidance) leave the answer, and
+    the tensor-core route lists only the methods that may take it."""
+    def ask(precision: str) -> dict[str, Any]:
+        out = ks("query", GEMM_TASK, "--precision", precision, "--protocol", protocol, "--home", str(kb_home), "--json")
+        assert out.exit_code == 0, out.output
+        return json.loads(out.output)
+
+    fp32, bf16 = ask("fp32"), ask("bf16")
+    compensated = {"ec_tf32_gemm", "ec_tf32_library_gemm"}
+    assert compensated & {m["id"] for m in fp32["permitted"]}
+    assert not compensated & {m["id"] for m in bf16["permitted"]}
+    assert {f["id"]: f["veto"] for f in bf16["forbidden"] if f["id"] in compensated} == \
+        dict.fromkeys(compensated, "no_error_compensation_in_half_precision")
+    assert bf16["permitted"][0]["id"] == first
+    on_kernel = ks("query", GEMM, "--task", GEMM_TASK, "--profile", GEMM_PROFILE, "--precision", "bf16", "--protocol",
+                   protocol, "--home", str(kb_home), "--json")
+    assert on_kernel.exit_code == 0, on_kernel.output
+    [tc] = [r for r in json.loads(on_kernel.output)["routes"]["routes"] if r["route"] == "tensor_core"]
+    assert tc["allowed"] and tc["methods"] and "ec_tf32_gemm" not in tc["methods"]

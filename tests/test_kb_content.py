@@ -34,7 +34,8 @@ MY_FILES = [
     SKILLS / "vetoes.yaml",
     *sorted((SKILLS / "cases").glob("*.yaml")),
 ]
-VETO_TAGS = {"caching", "vectorization", "precision", "library", "tensor_core", "async_copy", "hopper_only"}
+VETO_TAGS = {"caching", "vectorization", "precision", "library", "tensor_core", "async_copy", "hopper_only",
+             "error_compensation"}
 REFERENCE_PROFILE_FIELDS = {
     "dram_throughput_pct", "l2_throughput_pct", "l1_throughput_pct", "sm_throughput_pct",
     "achieved_occupancy_pct", "registers_per_thread", "occ_limit_registers_blocks",
