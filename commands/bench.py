@@ -89,7 +89,8 @@ def make_backend(settings: Any, spec: str | None, *, need_gpu: bool, slots: int 
                                    "--stop-before gpu and evaluate on a GPU machine, or --evaluator ray")
         return backend
     backend = LoopEvaluatorBackend(load_object(spec), slots=slots)
-    backend.spec = spec
+    module, _, attr = spec.rpartition(":")
+    backend.spec = f"{Path(module).name}:{attr}" if module.endswith(".py") else spec  # no host path in records
     return backend
 
 
