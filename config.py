@@ -113,7 +113,8 @@ class BenchSettings(_Section):
     """``kernelskill bench``: how a suite's GPU steps and LLM requests are served."""
 
     evaluator: str = "local"  # local (a worker per visible GPU) | ray (a Ray cluster) | MODULE:ATTR
-    ray_address: str | None = None  # None: the cluster of RAY_ADDRESS, else a local Ray instance
+    ray_address: str | None = None  # None: the cluster of RAY_ADDRESS, else a local Ray instance; auto: a running one
+    worker_retries: int = Field(default=2, ge=0)  # tries again of a GPU job whose worker died (docs/scaling.md)
     llm_concurrency: int = Field(default=8, ge=1)  # LLM requests in flight over the whole suite
     max_active: int = Field(default=32, ge=1)  # runs walking at once
 

@@ -61,23 +61,43 @@ def _config(run_dir: Path, seed: int | None) -> Any:
     return HarnessGPU.config(run_dir, seed)
 
 
-def make_backend(settings: Any, spec: str | None, *, need_gpu: bool, slots: int = 1) -> Any:
-    """``local`` (a worker per visible GPU), ``ray`` (a Ray cluster) or ``MODULE:ATTR`` (the loop's seam)."""
+def evaluator_spec_for(settings: Any, spec: str | None, ray_address: str | None) -> str:
+    """The evaluator asked for: ``--ray-address`` alone means ``ray``; with another ``--evaluator`` it is refused."""
+    if ray_address is not None:
+        if spec not in (None, "ray"):
+            raise KernelskillError(f"bench: --ray-address is for --evaluator ray, not --evaluator {spec}")
+        return "ray"
+    return spec or settings.bench.evaluator
+
+
+def make_backend(settings: Any, spec: str | None, *, need_gpu: bool, slots: int = 1,
+                 ray_address: str | None = None) -> Any:
+    """``local`` (a worker per visible GPU), ``ray`` (a Ray cluster: ``ray_address``, else the setting
+    ``bench.ray_address``, else ``RAY_ADDRESS``, else a local instance) or ``MODULE:ATTR`` (the loop's seam)."""
     from kernelskill.commands.optimize import load_object
     from kernelskill.pipeline.runs.gpu_pool import HarnessBackend, LoopEvaluatorBackend
 
-    spec = spec or settings.bench.evaluator
+    spec = evaluator_spec_for(settings, spec, ray_address)
     if spec == "ray":
         from kernelskill.pipeline.bench.ray_backend import RayBackend, RayEvaluator
 
-        return RayBackend(_config, RayEvaluator(settings.bench.ray_address))
+        return RayBackend(_config, RayEvaluator(ray_address or settings.bench.ray_address))
     if spec == "local":
         backend = HarnessBackend(_config)
         if need_gpu and backend.name == "cpu":
             raise KernelskillError("bench: no CUDA device is visible (the harness needs a GPU): plan here with "
                                    "--stop-before gpu and evaluate on a GPU machine, or --evaluator ray")
         return backend
-    return LoopEvaluatorBackend(load_object(spec), slots=slots)
+    backend = LoopEvaluatorBackend(load_object(spec), slots=slots)
+    module, _, attr = spec.rpartition(":")
+    backend.spec = f"{Path(module).name}:{attr}" if module.endswith(".py") else spec  # no host path in records
+    return backend
+
+
+ray_address_option = click.option(
+    "--ray-address", "ray_address", default=None, metavar="HOST:PORT|auto|ray://HOST:PORT",
+    help="The Ray cluster to run the GPU steps on (implies --evaluator ray; overrides bench.ray_address and "
+         "RAY_ADDRESS); auto: the cluster running on this machine.")
 
 
 class SuiteDisplay:
@@ -150,8 +170,13 @@ def _finish(ctx: Any, suite: Any, outcome: Any, kind: str) -> None:
                           textwrap.shorten(str(note), 200, placeholder=" ..."))
         out.print(table)
         share = d.get("gpu_busy_share")
+        ev = d.get("evaluator") or {}
         out.print(f"suite {d['suite']}: {len(d['runs'])} tasks in {d['elapsed_s']:.1f} s, {d['gpu_jobs']} GPU jobs"
                   + (f" (GPU busy {share:.0%})" if share is not None else "")
+                  + (f", {d['gpu_retries']} retried after a worker died" if d.get("gpu_retries") else "")
+                  + (f", {d['gpu_lost']} lost" if d.get("gpu_lost") else "")
+                  + (f" on {ev.get('evaluator')}: {ev.get('device')}, {ev.get('slots')} slot(s)" if ev else "")
+                  + (f" at {ev['ray_address']}" if ev.get("ray_address") else "")
                   + f"; report: kernelskill bench report {shlex.quote(d['suite'])}")
 
     emit(ctx, data, render)
@@ -221,6 +246,7 @@ def bench() -> None:
 @click.option("--format", "candidate_format", type=click.Choice(["load_inline", "fastpath", "triton"]), default=None)
 @click.option("--evaluator", "evaluator_spec", default=None, metavar="local|ray|MODULE:ATTR",
               help="Who runs the GPU steps (default: settings bench.evaluator, local).")
+@ray_address_option
 @click.option("--gpu-slots", type=click.IntRange(1, 1024), default=1,
               help="Parallel workers for a MODULE:ATTR evaluator.")
 @click.option("--retriever", "retriever_spec", default=None, metavar="MODULE:ATTR")
@@ -237,7 +263,8 @@ def run_cmd(ctx, task_files: tuple[Path, ...], kernelbench: Path | None, levels:
             base_url: str | None, stop_before: tuple[str, ...], candidate_format: str | None,
             evaluator_spec: str | None, gpu_slots: int, retriever_spec: str | None, llm_concurrency: int | None,
             max_active: int | None, no_progress: bool, candidates: int | None = None,
-            frontier: int | None = None, allow_weak_isolation: bool = False, precision: str | None = None) -> None:
+            frontier: int | None = None, allow_weak_isolation: bool = False, precision: str | None = None,
+            ray_address: str | None = None) -> None:
     """One optimize run per TASK (or per KernelBench problem), all driven together."""
     from kernelskill.commands.optimize import llm_overrides, make_retriever, say_no_gpu, target_gpu
     from kernelskill.commands.optimize import make_llm as checked_llm
@@ -262,7 +289,8 @@ def run_cmd(ctx, task_files: tuple[Path, ...], kernelbench: Path | None, levels:
     path = _suite_path(ctx, settings, suite_dir, "optimize", refs, identity)
     # every check before any work: tasks (above), protocol, GPU, endpoint. Without a CUDA device the suite
     # behaves like every command that advances a run: LLM steps go on, each run pauses before its GPU step.
-    backend = make_backend(settings, evaluator_spec, need_gpu=False, slots=gpu_slots)
+    evaluator_spec = evaluator_spec_for(settings, evaluator_spec, ray_address)
+    backend = make_backend(settings, evaluator_spec, need_gpu=False, slots=gpu_slots, ray_address=ray_address)
     if "gpu" not in stops and getattr(backend, "name", "") == "cpu":
         stops = sorted({*stops, "gpu"})
         options = options.model_copy(update={"stop_before": stops})
@@ -282,7 +310,8 @@ def run_cmd(ctx, task_files: tuple[Path, ...], kernelbench: Path | None, levels:
 
     drive_opts = DriveOptions(llm_concurrency=llm_concurrency or settings.bench.llm_concurrency,
                               max_active=max_active or settings.bench.max_active, budget_s=budget_s,
-                              build_jobs=settings.harness.build_jobs or None)
+                              build_jobs=settings.harness.build_jobs or None,
+                              worker_retries=settings.bench.worker_retries)
     gpu = target_gpu(settings, harness["protocol"], backend.name,  # this machine's GPU, else the arch's
                      precision=settings.harness.precision)
     display = SuiteDisplay(f"kernelskill bench {suite.path.name}", enabled=not (ctx.json or no_progress)
@@ -307,12 +336,14 @@ def run_cmd(ctx, task_files: tuple[Path, ...], kernelbench: Path | None, levels:
 @click.option("--baseline", type=click.Choice(BASELINES), default="compile", show_default=True)
 @click.option("--budget-s", type=click.FloatRange(min=1), default=None)
 @click.option("--evaluator", "evaluator_spec", default=None, metavar="local|ray|MODULE:ATTR")
+@ray_address_option
 @click.option("--gpu-slots", type=click.IntRange(1, 1024), default=1)
 @click.option("--no-progress", is_flag=True)
 @common_options
 def eval_cmd(ctx, solutions: Path, kernelbench: Path, levels: tuple[int, ...], selection: str | None,
              suite_dir: Path | None, protocol: str | None, baseline: str, budget_s: float | None,
-             evaluator_spec: str | None, gpu_slots: int, no_progress: bool, precision: str | None = None) -> None:
+             evaluator_spec: str | None, gpu_slots: int, no_progress: bool, precision: str | None = None,
+             ray_address: str | None = None) -> None:
     """Measure existing solutions (KernelBench's level_N_problem_P_sample_S_kernel.py files) with the harness."""
     from kernelskill.pipeline.bench.driver import DriveOptions
     from kernelskill.pipeline.bench.solutions import evaluate_solutions
@@ -324,7 +355,7 @@ def eval_cmd(ctx, solutions: Path, kernelbench: Path, levels: tuple[int, ...], s
     proto = _protocol(settings, protocol)
     identity = {"protocol": proto, "baseline": baseline, "precision": settings.harness.precision}
     path = _suite_path(ctx, settings, suite_dir, "eval", refs, identity)
-    backend = make_backend(settings, evaluator_spec, need_gpu=True, slots=gpu_slots)
+    backend = make_backend(settings, evaluator_spec, need_gpu=True, slots=gpu_slots, ray_address=ray_address)
     suite = Suite.create_or_resume(path, "eval", refs, identity)
     harness = settings.harness.model_dump() | {"protocol": proto, "baseline": baseline}
 
@@ -338,7 +369,8 @@ def eval_cmd(ctx, solutions: Path, kernelbench: Path, levels: tuple[int, ...], s
     with display:
         outcome = evaluate_solutions(suite, backend=backend, run_manifest=run_manifest, on_progress=display,
                                      drive_options=DriveOptions(budget_s=budget_s,
-                                                                build_jobs=settings.harness.build_jobs or None))
+                                                                build_jobs=settings.harness.build_jobs or None,
+                                                                worker_retries=settings.bench.worker_retries))
     _finish(ctx, suite, outcome, "eval")
 
 

@@ -25,8 +25,15 @@ from kernelskill.pipeline.bench.llm_gate import LLMGate
 from kernelskill.pipeline.bench.suite import Suite
 from kernelskill.pipeline.loop import Loop, LoopOptions
 from kernelskill.pipeline.loop.adapters import profile_numbers
-from kernelskill.pipeline.runs import Paused, Run
-from kernelskill.pipeline.runs.gpu_pool import Backend, BudgetExceeded, GPUJob, GPUPool, PoolStats
+from kernelskill.pipeline.runs import Paused, Run, utcnow
+from kernelskill.pipeline.runs.gpu_pool import (
+    Backend,
+    BudgetExceeded,
+    GPUJob,
+    GPUPool,
+    PoolStats,
+    backend_info,
+)
 
 log = logging.getLogger(__name__)
 
@@ -41,6 +48,7 @@ class DriveOptions(BaseModel):
     max_active: int = Field(default=32, ge=1)  # runs walking at once (threads)
     budget_s: float | None = Field(default=None, gt=0)
     build_jobs: int | None = None
+    worker_retries: int = Field(default=2, ge=0)  # tries again of a GPU job whose worker died
 
 
 class RunOutcome(BaseModel):
@@ -57,6 +65,9 @@ class SuiteOutcome(BaseModel):
     elapsed_s: float
     gpu_busy_share: float | None = None
     gpu_jobs: int = 0
+    gpu_retries: int = 0  # tries run again because their worker died
+    gpu_lost: int = 0  # jobs whose every try lost its worker
+    evaluator: dict[str, Any] = Field(default_factory=dict)  # who ran the GPU steps (gpu_pool.backend_info)
     llm_requests: int = 0
     rate_limited: int = 0
 
@@ -243,7 +254,7 @@ def drive(suite: Suite, *, options: LoopOptions, make_llm: Callable[[LLMGate], A
         board.update(key, state=state, best_speedup=best if best is not None else board.rows[key]["best_speedup"])
 
     runnable = [e for e in suite.tasks if not e.get("error")]
-    with GPUPool(backend, build_jobs=opts.build_jobs, deadline=deadline,
+    with GPUPool(backend, build_jobs=opts.build_jobs, deadline=deadline, retries=opts.worker_retries,
                  on_change=lambda stats: (setattr(board, "pool", stats), board.emit())) as pool:
         board.pool = pool.stats
         board.emit()
@@ -253,9 +264,30 @@ def drive(suite: Suite, *, options: LoopOptions, make_llm: Callable[[LLMGate], A
         stats = pool.stats
     board.emit()
     ordered = [outcomes[e["name"]] for e in suite.tasks if e["name"] in outcomes]
-    return SuiteOutcome(runs=ordered, elapsed_s=round(time.monotonic() - started, 3),
-                        gpu_busy_share=stats.busy_share(), gpu_jobs=stats.done, llm_requests=gate.requests,
-                        rate_limited=gate.rate_limited)
+    outcome = SuiteOutcome(runs=ordered, elapsed_s=round(time.monotonic() - started, 3),
+                           llm_requests=gate.requests, rate_limited=gate.rate_limited,
+                           **pool_outcome(backend, stats))
+    record_session(suite, outcome, stats)
+    return outcome
+
+
+def pool_outcome(backend: Backend, stats: PoolStats) -> dict[str, Any]:
+    """The GPU side of a suite's outcome: jobs, busy share, retries, and who ran them."""
+    return {"gpu_busy_share": stats.busy_share(), "gpu_jobs": stats.done, "gpu_retries": stats.retries,
+            "gpu_lost": stats.lost, "evaluator": backend_info(backend)}
+
+
+def record_session(suite: Suite, outcome: SuiteOutcome, stats: PoolStats) -> None:
+    """One line in the suite's ``sessions.jsonl`` per start of its command: who ran the GPU steps, for how long,
+    how busy the slots were (what ``benchmarks/scaling.py`` reads). A full disk costs the line, not the suite."""
+    span = (stats.last_end - stats.first_start) if stats.first_start is not None and stats.last_end else 0.0
+    line = {"ended": utcnow(), "elapsed_s": outcome.elapsed_s, "gpu_jobs": stats.done, "gpu_busy_s": round(stats.busy_s, 3),
+            "gpu_span_s": round(span, 3), "gpu_busy_share": outcome.gpu_busy_share, "retries": stats.retries,
+            "lost": stats.lost, "refused": stats.refused, **outcome.evaluator}
+    try:
+        suite.record_session(line)
+    except OSError as exc:
+        log.warning("%s: the session was not recorded (%s)", suite.path, exc)
 
 
 def _record_error(run: Run, message: str) -> None:

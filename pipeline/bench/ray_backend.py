@@ -10,12 +10,18 @@ candidate into a scratch folder of its node. :class:`RayBackend` serves the suit
 :class:`~kernelskill.pipeline.runs.gpu_pool.GPUPool` with one slot per GPU of the cluster (per CPU in CPU
 mode), its build-ahead stage being the build task. Profiles run as Ray tasks too (``ncu`` on the GPU nodes).
 
+Each result names the node and the GPU ids Ray gave its task (``details.device``). A task whose worker or node
+dies is not retried by Ray (``max_retries=0``): the pool runs it again (its ``worker_died``), so every try is
+counted in the result's ``details.attempts``.
+
 ``ray`` is imported lazily (it is an optional, heavy dependency).
 """
 
 from __future__ import annotations
 
 import logging
+import os
+import socket
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -32,6 +38,47 @@ def _import_ray() -> Any:
     except ImportError as exc:
         raise KernelskillError('--evaluator ray: Ray is not installed (pip install -e ".[ray]")') from exc
     return ray
+
+
+#: seconds to wait for a cluster's address to answer before saying it cannot be reached
+CONNECT_TIMEOUT_S = 5.0
+
+
+def check_address(address: str | None, timeout_s: float = CONNECT_TIMEOUT_S) -> None:
+    """One line, exit 2, when a ``HOST:PORT`` cluster address does not answer (Ray itself would retry for a
+    minute and end in a traceback). ``auto``, ``local`` and ``ray://`` addresses are left to Ray."""
+    if not address or address in ("auto", "local") or "://" in address:
+        return
+    host, sep, port = address.rpartition(":")
+    if not sep or not port.isdigit():
+        raise KernelskillError(f"--ray-address: {address!r} is not HOST:PORT, auto or ray://HOST:PORT")
+    try:
+        with socket.create_connection((host or "127.0.0.1", int(port)), timeout=timeout_s):
+            pass
+    except OSError as exc:
+        raise KernelskillError(f"--ray-address: no Ray cluster answers at {address} ({exc.strerror or exc}); "
+                               "start one with `ray start --head` (docs/scaling.md)") from exc
+
+
+def _where() -> dict[str, Any]:
+    """The node and GPU ids Ray gave the running task, and the GPU's name."""
+    import ray  # lazy: optional extra (this runs on a Ray worker)
+
+    ctx = ray.get_runtime_context()
+    try:
+        gpu_ids = [str(g) for g in ray.get_gpu_ids()]
+    except Exception:  # noqa: BLE001 - a label only
+        gpu_ids = []
+    try:
+        import torch
+
+        name = torch.cuda.get_device_name(0) if torch.cuda.is_available() else "cpu"
+    except Exception:  # noqa: BLE001 - the name is a label only
+        name = "cpu"
+    node = str(ctx.get_node_id())
+    where = f"GPU {','.join(gpu_ids)} {name}" if gpu_ids else name
+    return {"gpu_name": name, "ray_node": node, "ray_gpu_ids": gpu_ids, "device": f"ray node {node[:12]}: {where}",
+            "ray_worker_pid": os.getpid()}
 
 
 def _no_ready_workers() -> None:
@@ -76,18 +123,10 @@ def _remote_job(kind: str, task_name: str, task_src: str, cand_name: str, cand_s
         task.write_text(task_src)
         cand.write_text(cand_src)
         try:
-            if kind == "profile":
-                return profile(task, cand, cfg).to_dict()
-            out = evaluate(task, cand, cfg).to_dict()
+            out = (profile(task, cand, cfg) if kind == "profile" else evaluate(task, cand, cfg)).to_dict()
         finally:
             _no_ready_workers()
-    try:
-        import torch
-
-        name = torch.cuda.get_device_name(0) if torch.cuda.is_available() else "cpu"
-    except Exception:  # noqa: BLE001 - the name is a label only
-        name = "cpu"
-    out.setdefault("details", {})["gpu_name"] = name
+    out.setdefault("details", {}).update(_where())
     return out
 
 
@@ -98,11 +137,19 @@ class RayEvaluator:
     def __init__(self, address: str | None = None, *, gpus_per_job: float | None = None,
                  num_cpus: int | None = None) -> None:
         self.ray = _import_ray()
+        self.address = address or os.environ.get("RAY_ADDRESS") or None
+        check_address(address)  # named here: it must answer, whether or not Ray is started already
         if not self.ray.is_initialized():
+            check_address(self.address)
             kwargs: dict[str, Any] = {"address": address, "include_dashboard": False, "log_to_driver": False}
             if address is None and num_cpus is not None:
                 kwargs["num_cpus"] = num_cpus
-            self.ray.init(**kwargs)
+            try:
+                self.ray.init(**kwargs)
+            except (ConnectionError, RuntimeError, ValueError) as exc:
+                first = (str(exc).strip().splitlines() or [type(exc).__name__])[0][:300]
+                raise KernelskillError(f"--ray-address: cannot connect to the Ray cluster at "
+                                       f"{self.address or 'a new local instance'}: {first}") from exc
         resources = self.ray.cluster_resources()
         self.gpus = int(resources.get("GPU", 0))
         self.cpus = int(resources.get("CPU", 1))
@@ -166,9 +213,17 @@ class RayBackend:
         self.config = config  # (run_dir, seed) -> EvalConfig
         self.evaluator = evaluator
         self.name = f"ray: {evaluator.gpus} GPU" if evaluator.gpus else f"ray: CPU mode ({evaluator.cpus} CPUs)"
+        self.spec = "ray"
 
     def slots(self) -> list[Any]:
         return list(range(self.evaluator.slots))
+
+    def device(self, slot: Any) -> str:  # a result names its node and GPU itself; this is the fallback
+        return f"{self.name} (slot {slot})"
+
+    def info(self) -> dict[str, Any]:
+        return {"ray_address": self.evaluator.address or "local instance", "cluster_gpus": self.evaluator.gpus,
+                "cluster_cpus": self.evaluator.cpus}
 
     def prepare(self, job: GPUJob) -> None:
         try:

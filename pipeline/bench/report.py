@@ -248,17 +248,41 @@ def _labels(rows: list[dict[str, Any]], options: dict[str, Any]) -> dict[str, st
             "dtype": seen("dtype", "unknown"), "tolerance": "; ".join(tolerances), "gpu": seen("gpu", "unknown")}
 
 
+def devices(runs: list[Run | None]) -> list[dict[str, Any]]:
+    """GPU results per (evaluator, device) over the runs' recorded evals and profiles, with the tries run
+    again because a worker died (``details.attempts`` - 1; results from before the provenance count as
+    ``unknown``)."""
+    counts: dict[tuple[str, str], dict[str, Any]] = {}
+    for run in runs:
+        if run is None:
+            continue
+        for e in run.log.events:
+            if e["type"] not in ("eval", "profile"):
+                continue
+            data = e.get("data") or {}
+            details = (data.get("result") or {}).get("details") if e["type"] == "eval" else data.get("details")
+            details = details if isinstance(details, dict) else {}
+            key = (str(details.get("evaluator") or "unknown"), str(details.get("device") or "unknown"))
+            row = counts.setdefault(key, {"evaluator": key[0], "device": key[1], "evals": 0, "profiles": 0,
+                                          "retries": 0})
+            row["evals" if e["type"] == "eval" else "profiles"] += 1
+            attempts = details.get("attempts")
+            row["retries"] += max(0, int(attempts) - 1) if isinstance(attempts, int) else 0
+    return sorted(counts.values(), key=lambda r: (r["evaluator"], r["device"]))
+
+
 def suite_report(suite: Suite, *, upto_round: int | None = None) -> dict[str, Any]:
     """The report of ``suite``; with ``upto_round``, as it stood after that round (see :func:`task_row`)."""
     manifest = suite.manifest
-    rows = [task_row(entry, run, upto_round=upto_round) for entry, run in suite.runs()]
+    pairs = suite.runs()
+    rows = [task_row(entry, run, upto_round=upto_round) for entry, run in pairs]
     levels = sorted({r["level"] for r in rows if r["level"] is not None})
     return {"suite": suite.path.name, "kind": manifest.get("kind"), "created": manifest.get("created"),
             "options": manifest.get("options", {}), "labels": _labels(rows, manifest.get("options", {})),
             "overall": summarize(rows), "levels": {str(lv): summarize([r for r in rows if r["level"] == lv])
                                                    for lv in levels},
             "tasks": rows, "p_values": list(P_VALUES), "search_rounds": search_rounds(rows),
-            "upto_round": upto_round}
+            "upto_round": upto_round, "devices": devices([run for _e, run in pairs]), "sessions": suite.sessions}
 
 
 # markdown -------------------------------------------------------------------------------------------
@@ -314,6 +338,11 @@ def markdown(report: dict[str, Any]) -> str:
             paid = ", ".join(f"{m} {n}" for m, n in r["paid"].items()) or "-"
             lines.append(f"| {r['round']} | {r['tasks']} | {r['candidates']} | {r['correct']} | "
                          f"{_f(r['geomean_best'], 'x')} | {paid} |")
+    if any(d["evaluator"] != "unknown" for d in report.get("devices") or []):  # suites from before: no line
+        lines += ["", "GPU results per device: " + "; ".join(
+            f"{d['evaluator']} on {d['device']}: {d['evals']} evals, {d['profiles']} profiles"
+            + (f", {d['retries']} retried after a worker died" if d["retries"] else "")
+            for d in report["devices"]) + "."]
     lines += ["", f"Failure classes: {', '.join(f'{k} {v}' for k, v in o['failures'].items()) or 'none'}. "
               f"Mean best round {_f(o['mean_best_round'])}. LLM calls {o.get('llm_calls', 0)}, tokens {o['tokens']}, "
               f"cost ${o['cost_usd']:.4f}" + (" (answers through the exchange count no tokens)."

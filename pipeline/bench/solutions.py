@@ -21,6 +21,8 @@ from kernelskill.pipeline.bench.driver import (
     RunOutcome,
     SuiteEvaluator,
     SuiteOutcome,
+    pool_outcome,
+    record_session,
 )
 from kernelskill.pipeline.bench.suite import Suite
 from kernelskill.pipeline.runs import Paused, gpu_request, run_gpu_step
@@ -65,7 +67,7 @@ def evaluate_solutions(suite: Suite, *, backend: Backend, run_manifest: Callable
         board.update(key, state="finished", best_speedup=speed)
 
     runnable = [e for e in suite.tasks if not e.get("error")]
-    with GPUPool(backend, build_jobs=opts.build_jobs, deadline=deadline,
+    with GPUPool(backend, build_jobs=opts.build_jobs, deadline=deadline, retries=opts.worker_retries,
                  on_change=lambda stats: (setattr(board, "pool", stats), board.emit())) as pool:
         board.pool = pool.stats
         with ThreadPoolExecutor(max_workers=min(opts.max_active, max(1, len(runnable))),
@@ -73,6 +75,7 @@ def evaluate_solutions(suite: Suite, *, backend: Backend, run_manifest: Callable
             list(runners.map(one, runnable))
         stats = pool.stats
     board.emit()
-    return SuiteOutcome(runs=[outcomes[e["name"]] for e in suite.tasks if e["name"] in outcomes],
-                        elapsed_s=round(time.monotonic() - started, 3), gpu_busy_share=stats.busy_share(),
-                        gpu_jobs=stats.done)
+    outcome = SuiteOutcome(runs=[outcomes[e["name"]] for e in suite.tasks if e["name"] in outcomes],
+                           elapsed_s=round(time.monotonic() - started, 3), **pool_outcome(backend, stats))
+    record_session(suite, outcome, stats)
+    return outcome

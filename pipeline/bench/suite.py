@@ -24,6 +24,7 @@ from kernelskill.pipeline.runs.exchange import atomic_write_text
 log = logging.getLogger(__name__)
 
 SUITE_MANIFEST = "suite.json"
+SESSIONS = "sessions.jsonl"  # one line per start of the suite's command: who ran its GPU steps, how busy
 RUNS = "runs"
 #: options that make a suite what it is: starting the same folder with others is refused
 IDENTITY = ("kind", "protocol", "baseline", "knowledge", "candidate_format", "model", "provider", "precision")
@@ -107,6 +108,27 @@ class Suite:
         body = {"kind": kind, "created": utcnow(), "options": options, "tasks": entries}
         atomic_write_text(suite.path / SUITE_MANIFEST, json.dumps(body, indent=2, default=str) + "\n")
         return suite
+
+    # sessions -----------------------------------------------------------------------------------------
+    def record_session(self, line: dict[str, Any]) -> None:
+        """Append one start's record (evaluator, device, slots, wall and busy seconds, retries)."""
+        with (self.path / SESSIONS).open("a", encoding="utf-8") as out:
+            out.write(json.dumps(line, default=str, sort_keys=True) + "\n")
+
+    @property
+    def sessions(self) -> list[dict[str, Any]]:
+        """Every recorded start, oldest first (a line cut off by a kill is skipped)."""
+        try:
+            text = (self.path / SESSIONS).read_text(encoding="utf-8")
+        except FileNotFoundError:
+            return []
+        out = []
+        for line in text.splitlines():
+            try:
+                out.append(json.loads(line))
+            except ValueError:
+                log.warning("%s: a cut-off line of %s is skipped", self.path, SESSIONS)
+        return out
 
     # runs ---------------------------------------------------------------------------------------------
     def run_for(self, entry: dict[str, Any], run_manifest: dict[str, Any]) -> Run:

@@ -8,6 +8,17 @@ the caller records it at once (never after a batch). With a deadline, a worker d
 that would end after it (judged by the longest job of that kind seen so far): the future then fails
 with :class:`BudgetExceeded` and the step stays unrecorded, to be run by the next session.
 
+A job whose *worker* dies (the infrastructure, not the candidate: :class:`WorkerLost`, a Ray worker or node
+that died, a harness result marked as the harness's own failure other than an out-of-memory error) is run
+again, on another slot where there is one, up to ``retries`` times; each retry is logged and counted in
+:attr:`PoolStats.retries`. A candidate's own failure (compile error, mismatch, its own crash as the harness
+judged it) is a result, never retried. After the last try the future fails with :class:`JobLost`, which names
+the job, its attempts and the last error: the step stays unrecorded, so nothing is charged to the candidate.
+
+Every result a job returns carries its provenance in ``details``: ``evaluator`` (``local``, ``ray``, the
+``MODULE:ATTR`` spec or the backend's name), ``device`` (the GPU name and index, a Ray node and GPU ids, or
+``cpu``) and ``attempts`` (how many tries it took), stamped here so that every backend gets it.
+
 Backends (what a worker calls): :class:`HarnessBackend` (the harness on this machine, through its
 ``Evaluator`` protocol: ``LocalEvaluator(gpus=[g]).submit([job])``), :class:`LoopEvaluatorBackend`
 (anything with the loop's ``evaluate`` / ``profile`` seam: a plugin, or a test's stand-in at the GPU
@@ -21,7 +32,6 @@ from __future__ import annotations
 
 import logging
 import os
-import queue
 import threading
 import time
 from collections.abc import Callable, Sequence
@@ -33,6 +43,12 @@ from typing import Any, Protocol
 log = logging.getLogger(__name__)
 
 KINDS = ("eval", "profile")
+DEFAULT_RETRIES = 2
+#: Ray's exceptions for a worker, actor, node or object lost under a task (by name: Ray is not imported here)
+RAY_WORKER_DEATHS = frozenset({"WorkerCrashedError", "NodeDiedError", "RayActorError", "ActorDiedError",
+                               "ActorUnavailableError", "ObjectLostError", "OwnerDiedError",
+                               "ObjectReconstructionFailedError", "ObjectFetchTimedOutError", "RaySystemError",
+                               "LocalRayletDiedError"})
 
 
 class NotStarted(Exception):
@@ -47,6 +63,39 @@ class Cancelled(NotStarted):
     """The job was not started: the pool was left because of an error or a signal (``cancel``)."""
 
 
+class WorkerLost(Exception):
+    """What a backend raises when the worker (process, node, GPU) that ran a job died under it: not the
+    candidate's failure, so the pool runs the job again elsewhere."""
+
+
+class JobLost(RuntimeError):
+    """Every try of a job lost its worker: nothing was measured, the step stays unrecorded."""
+
+    def __init__(self, job: GPUJob, attempts: int, last: BaseException) -> None:
+        self.tag, self.attempts, self.last = job.tag or job.candidate.name, attempts, last
+        super().__init__(f"{self.tag}: {job.kind} lost its worker on each of {attempts} attempt(s) "
+                         f"(slots {', '.join(map(str, job.tried))}); last error: {type(last).__name__}: {last}")
+
+
+def worker_died(error: BaseException) -> bool:
+    """Is ``error`` the death of the worker under a job (retried), rather than a failure of the job itself?"""
+    if isinstance(error, WorkerLost):
+        return True
+    return any(cls.__module__.split(".")[0] == "ray" and cls.__name__ in RAY_WORKER_DEATHS
+               for cls in type(error).__mro__)
+
+
+def harness_lost(result: dict[str, Any]) -> str | None:
+    """Why a harness result is its own failure that another try may not have (the worker could not reach its
+    GPU...), or None. Out-of-memory is left alone: it is a limit of the task, the same on every GPU."""
+    details = result.get("details") or {}
+    if not isinstance(details, dict) or not details.get("harness_failure"):
+        return None
+    if details.get("oom_in") or result.get("status") == "oom":
+        return None
+    return str(result.get("message") or "the harness's own failure")
+
+
 @dataclass
 class GPUJob:
     kind: str  # eval | profile
@@ -58,9 +107,14 @@ class GPUJob:
     future: Future[dict[str, Any]] = field(default_factory=Future)
     submitted: float = field(default_factory=time.monotonic)
     extra: dict[str, Any] = field(default_factory=dict)  # what a backend's prepare() leaves for its run()
+    tried: list[Any] = field(default_factory=list)  # the slots of the tries so far (one per attempt)
 
 
 class Backend(Protocol):
+    """Also read when present: ``spec`` (who evaluates, as the user named it: ``local``, ``ray``,
+    ``MODULE:ATTR``; else ``name``), ``device(slot) -> str`` (the device a slot runs on; a result's own
+    ``details.device`` wins) and ``info() -> dict`` (what a suite records about the evaluator)."""
+
     name: str  # the device, as a report names it ("NVIDIA H200", "cpu", "scripted")
 
     def slots(self) -> list[Any]: ...  # one GPU worker per slot
@@ -92,9 +146,13 @@ class HarnessBackend:
         self.config = config
         self._gpus = list(gpus) if gpus is not None else visible_gpus()
         self.name = gpu_name(self._gpus[0] if self._gpus else None)
+        self.spec = "local"
 
     def slots(self) -> list[Any]:
         return list(self._gpus) or [None]
+
+    def device(self, slot: Any) -> str:
+        return "cpu" if slot is None else f"{gpu_name(slot)} (cuda:{slot})"
 
     def prepare(self, job: GPUJob) -> None:
         from kernelskill.pipeline.harness import build
@@ -128,9 +186,13 @@ class LoopEvaluatorBackend:
         self.evaluator = evaluator
         self._slots = max(1, slots)
         self.name = name or getattr(evaluator, "gpu_name", None) or type(evaluator).__name__
+        self.spec = self.name
 
     def slots(self) -> list[Any]:
         return list(range(self._slots))
+
+    def device(self, slot: Any) -> str:
+        return f"{self.name} (slot {slot})"
 
     def prepare(self, job: GPUJob) -> None:
         return None
@@ -150,6 +212,8 @@ class PoolStats:
     done: int = 0
     running: int = 0
     refused: int = 0  # not started: past the budget
+    retries: int = 0  # tries run again because their worker died
+    lost: int = 0  # jobs whose every try lost its worker (JobLost)
     busy_s: float = 0.0  # summed over slots
     first_start: float | None = None
     last_end: float | None = None
@@ -164,20 +228,29 @@ class PoolStats:
 
 
 class GPUPool:
-    """``submit(job) -> Future``; ``close()`` waits for the workers. Use as a context manager."""
+    """``submit(job) -> Future``; ``close()`` waits for the workers. Use as a context manager.
+
+    ``retries``: how often a job whose worker died is run again (on another slot where there is one)."""
 
     def __init__(self, backend: Backend, *, build_jobs: int | None = None, deadline: float | None = None,
-                 estimates: dict[str, float] | None = None,
+                 estimates: dict[str, float] | None = None, retries: int = DEFAULT_RETRIES,
                  on_change: Callable[[PoolStats], None] | None = None) -> None:
+        if retries < 0:
+            raise ValueError(f"retries: {retries} is negative")
         self.backend = backend
         self.deadline = deadline  # time.monotonic() value
         self.estimates = {"eval": 0.0, "profile": 0.0} | (estimates or {})
+        self.retries = retries
         self.on_change = on_change
         self._slots = backend.slots()
         self.stats = PoolStats(slots=len(self._slots))
-        self._queue: queue.Queue[GPUJob | None] = queue.Queue()
+        self._evaluator = str(getattr(backend, "spec", None) or backend.name)
+        self._pending: list[GPUJob] = []  # built, waiting for a GPU worker (a retry joins at the front)
+        self._taken = 0  # jobs a worker holds (a retry may come back from one of them)
+        self._closed = False
         self._cancelled = False
         self._lock = threading.Lock()
+        self._ready = threading.Condition(self._lock)
         self._builds = ThreadPoolExecutor(max_workers=build_jobs or max(1, (os.cpu_count() or 2) * 3 // 4),
                                           thread_name_prefix="ks-build")
         self._workers = [threading.Thread(target=self._work, args=(slot,), name=f"ks-gpu-{slot}", daemon=True)
@@ -212,12 +285,15 @@ class GPUPool:
 
     def cancel(self) -> None:
         """Start no more jobs: each queued one fails with :class:`Cancelled` (running ones finish)."""
-        self._cancelled = True
+        with self._ready:
+            self._cancelled = True
+            self._ready.notify_all()
 
     def close(self, wait: bool = True) -> None:
         self._builds.shutdown(wait=wait, cancel_futures=not wait)
-        for _ in self._workers:
-            self._queue.put(None)
+        with self._ready:
+            self._closed = True
+            self._ready.notify_all()
         if wait:
             for worker in self._workers:
                 worker.join()
@@ -239,45 +315,111 @@ class GPUPool:
             if not (self._cancelled or self._past_budget(job)):
                 self.backend.prepare(job)
         finally:
-            self._queue.put(job)
+            with self._ready:
+                self._pending.append(job)
+                self._ready.notify_all()
+
+    def _fits(self, job: GPUJob, slot: Any) -> bool:
+        """A retry goes to a slot it has not tried while there is one; else to any."""
+        return slot not in job.tried or all(s in job.tried for s in self._slots)
+
+    def _next(self, slot: Any) -> GPUJob | None:
+        """The first waiting job this slot may take; None once the pool is closed and nothing can come."""
+        with self._ready:
+            while True:
+                job = next((j for j in self._pending if self._cancelled or self._fits(j, slot)), None)
+                if job is not None:
+                    self._pending.remove(job)
+                    self._taken += 1
+                    return job
+                if self._closed and not self._pending and not self._taken:
+                    return None
+                self._ready.wait()
+
+    def _release(self, job: GPUJob | None = None) -> None:
+        """A worker is done with a job (``job``: put back for another try)."""
+        with self._ready:
+            self._taken -= 1
+            if job is not None:
+                self._pending.insert(0, job)
+            self._ready.notify_all()
 
     def _work(self, slot: Any) -> None:
-        while True:
-            job = self._queue.get()
-            if job is None:
-                return
-            if self._cancelled:
-                with self._lock:
-                    self.stats.refused += 1
-                job.future.set_exception(Cancelled(f"{job.tag or job.candidate.name}: not started, the pool was left"))
-                continue
-            if self._past_budget(job):
-                self._refuse(job)
-                continue
-            start = time.monotonic()
-            with self._lock:
-                self.stats.running += 1
-                if self.stats.first_start is None:
-                    self.stats.first_start = start
-            self._changed()
+        while (job := self._next(slot)) is not None:
+            again = None
             try:
-                result = self.backend.run(job, slot)
-            except BaseException as exc:  # noqa: BLE001 - handed to the caller, who decides
-                result, error = None, exc
-            else:
-                error = None
-            end = time.monotonic()
+                again = self._serve(job, slot)
+            finally:
+                self._release(again)
+
+    def _serve(self, job: GPUJob, slot: Any) -> GPUJob | None:
+        """Run one try of ``job`` on ``slot``; returns the job when it should be tried again."""
+        if self._cancelled:
             with self._lock:
-                self.stats.running -= 1
-                self.stats.done += 1
-                self.stats.busy_s += end - start
-                self.stats.last_end = end
+                self.stats.refused += 1
+            job.future.set_exception(Cancelled(f"{job.tag or job.candidate.name}: not started, the pool was left"))
+            return None
+        if self._past_budget(job):
+            self._refuse(job)
+            return None
+        job.tried.append(slot)
+        result, error = self._attempt(job, slot)
+        lost = (error if error is not None and worker_died(error)
+                else WorkerLost(why) if error is None and (why := harness_lost(result or {})) else None)
+        if lost is not None:
+            if len(job.tried) <= self.retries:
+                with self._lock:
+                    self.stats.retries += 1
+                log.warning("%s: the worker on slot %s died (%s: %s); try %d of %d goes to another slot",
+                            job.tag or job.candidate.name, slot, type(lost).__name__, lost, len(job.tried) + 1,
+                            self.retries + 1)
+                return job
+            with self._lock:
+                self.stats.lost += 1
+            error = JobLost(job, len(job.tried), lost)
+            log.error("%s", error)
+        with self._lock:
+            self.stats.done += 1
+        if error is not None:
+            job.future.set_exception(error)
+        else:
+            job.future.set_result(self._stamped(result or {}, job, slot))
+        self._changed()
+        return None
+
+    def _attempt(self, job: GPUJob, slot: Any) -> tuple[dict[str, Any] | None, BaseException | None]:
+        start = time.monotonic()
+        with self._lock:
+            self.stats.running += 1
+            if self.stats.first_start is None:
+                self.stats.first_start = start
+        self._changed()
+        result: dict[str, Any] | None = None
+        error: BaseException | None = None
+        try:
+            result = self.backend.run(job, slot)
+        except BaseException as exc:  # noqa: BLE001 - retried, or handed to the caller, who decides
+            error = exc
+        end = time.monotonic()
+        with self._lock:
+            self.stats.running -= 1
+            self.stats.busy_s += end - start
+            self.stats.last_end = end
+            if error is None or not worker_died(error):
                 self.estimates[job.kind] = max(self.estimates.get(job.kind, 0.0), end - start)
-            if error is not None:
-                job.future.set_exception(error)
-            else:
-                job.future.set_result(result or {})
-            self._changed()
+        return result, error
+
+    def _stamped(self, result: dict[str, Any], job: GPUJob, slot: Any) -> dict[str, Any]:
+        """The result with its provenance: who evaluated it, on which device, after how many tries."""
+        details = result.get("details")
+        if not isinstance(details, dict):
+            details = result["details"] = {}
+        details["evaluator"] = self._evaluator
+        if not details.get("device"):
+            device = getattr(self.backend, "device", None)
+            details["device"] = str(device(slot)) if callable(device) else f"{self.backend.name} (slot {slot})"
+        details["attempts"] = len(job.tried)
+        return result
 
     def _changed(self) -> None:
         if self.on_change is not None:
@@ -285,3 +427,11 @@ class GPUPool:
                 self.on_change(self.stats)
             except Exception:  # noqa: BLE001 - a display never stops the GPU
                 log.exception("progress callback failed")
+
+
+def backend_info(backend: Backend) -> dict[str, Any]:
+    """What a suite records about who ran its GPU steps (the evaluator, the device, the slots, and what the
+    backend adds: a Ray cluster's address and GPU count)."""
+    info = getattr(backend, "info", None)
+    return ({"evaluator": str(getattr(backend, "spec", None) or backend.name), "device": backend.name,
+             "slots": len(backend.slots())} | (dict(info()) if callable(info) else {}))

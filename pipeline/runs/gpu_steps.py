@@ -12,6 +12,9 @@ from kernelskill.pipeline.runs.store import Run
 
 log = logging.getLogger(__name__)
 
+#: what a profile's record keeps of its result's details: where and how it ran (gpu_pool stamps them)
+PROVENANCE = ("evaluator", "device", "attempts", "gpu_name")
+
 
 # GPU steps as portable requests ---------------------------------------------------------------
 def gpu_request(type_: str, step: str, candidate: str, *, seed: int | None = None) -> dict[str, Any]:
@@ -55,6 +58,9 @@ def run_gpu_step(run: Run, request: dict[str, Any], evaluator: Any, *, round_: i
         raw = evaluator.profile(task, candidate)
         csv = raw.get("csv") if raw.get("ok", True) else None  # a failed profile's csv is ncu's error text
         data.update(ok=bool(csv), message=str(raw.get("message") or "")[:2000])
+        details = raw.get("details") if isinstance(raw.get("details"), dict) else {}
+        if any(k in details for k in PROVENANCE):
+            data["details"] = {k: details[k] for k in PROVENANCE if k in details}
         if isinstance(csv, str) and csv.strip():
             rel = f"profiles/{step_filename(request['step'])[:-3]}.csv"
             (run.path / "profiles").mkdir(exist_ok=True)
