@@ -186,9 +186,12 @@ def wrap(cmd: list[str], *, workdir: Path, env: dict[str, str], read_only: list[
     def kept(paths: list[str]) -> list[str]:
         # a kept path that IS a hidden folder (the home folder on sys.path, PATH=...:$HOME) would undo the
         # hiding: it is dropped; what the worker needs inside it is kept by its own, deeper path. A secret
-        # file or credential folder inside a kept folder stays hidden (it is hidden after the binds).
+        # file or credential folder inside a kept folder stays hidden (it is hidden after the binds). A kept
+        # path that IS a scratch folder (/tmp on sys.path: pytest puts it there for a checkout under /tmp) is
+        # dropped too: bound back whole (recursively, so with the sandbox's own fresh /tmp on top of it, then
+        # made read-only) it would leave /tmp read-only and every deeper bind and the work folder unreachable.
         out = {os.path.realpath(p) for p in paths if os.path.exists(p)}
-        return sorted(p for p in out if p not in hidden)
+        return sorted(p for p in out if p not in hidden and p not in scratch)
 
     for folder in writable:
         Path(folder).mkdir(parents=True, exist_ok=True)
