@@ -88,3 +88,56 @@ def test_nothing_of_proc_but_the_sandbox_s_own_processes_can_be_opened_for_writi
 def test_the_isolation_probe_requires_the_own_proc_to_be_writable():
     # the probe that decides namespaces vs process-only checks the property CUDA needs, not only a read-only /
     assert PROBLEM is None
+
+
+#: a stand-in for the NVIDIA driver library (the GPU boundary, on a machine without one): cuInit names its
+#: thread as the real one does and returns 304 when it cannot; built with ``failing_inside`` it also returns
+#: 999 inside the sandbox (its PID 1 is the launcher), as a sandbox that took the GPU away would
+FAKE_LIBCUDA = r"""
+#include <stdio.h>
+#include <string.h>
+int cuInit(unsigned int flags) {
+    FILE *f = fopen("/proc/thread-self/comm", "w");
+    if (!f) return 304;
+    fputs("cuda-EvtHandlr", f);
+    fclose(f);
+#ifdef FAILING_INSIDE
+    char cmd[4096] = {0};
+    FILE *c = fopen("/proc/1/cmdline", "r");
+    if (c) {
+        size_t n = fread(cmd, 1, sizeof cmd - 1, c);
+        fclose(c);
+        for (size_t i = 0; i < n; i++) if (!cmd[i]) cmd[i] = ' ';
+        if (strstr(cmd, "isolation.py")) return 999;
+    }
+#endif
+    return 0;
+}
+"""
+
+
+def _fake_driver(tmp_path: Path, *, failing_inside: bool) -> Path:
+    import shutil
+
+    if shutil.which("cc") is None:
+        pytest.skip("no C compiler to build the stand-in driver library")
+    lib = tmp_path / "lib"
+    lib.mkdir()
+    (tmp_path / "fake.c").write_text(FAKE_LIBCUDA)
+    flags = ["-DFAILING_INSIDE"] if failing_inside else []
+    subprocess.run(["cc", "-shared", "-fPIC", *flags, "-o", str(lib / "libcuda.so.1"), str(tmp_path / "fake.c")],
+                   check=True)
+    return lib
+
+
+@pytest.mark.parametrize("failing_inside", [False, True])
+def test_the_probe_checks_that_cuda_starts_inside_the_sandbox(tmp_path, monkeypatch, failing_inside):
+    lib = _fake_driver(tmp_path, failing_inside=failing_inside)
+    monkeypatch.setenv("LD_LIBRARY_PATH", str(lib))
+    real_exists = isolation.os.path.exists
+    monkeypatch.setattr(isolation.os.path, "exists", lambda p: p == "/dev/nvidiactl" or real_exists(p))
+    problem = isolation._probe()
+    if failing_inside:
+        assert problem is not None and "CUDA does not start inside the sandbox" in problem and "999" in problem
+    else:
+        assert problem is None

@@ -246,9 +246,38 @@ def _probe() -> str | None:
         if proc.returncode != 0:
             last = (proc.stderr.strip() or proc.stdout.strip() or f"exit {proc.returncode}").splitlines()[-1]
             return f"unshare failed: {last[:200]}"
-        return None
+        return _cuda_problem(workdir)
     finally:
         shutil.rmtree(workdir, ignore_errors=True)
+
+
+#: the driver brought up through ctypes (no torch): prints cuInit's return code; exit 3 without a driver library
+CUDA_CHECK = ("import ctypes, sys\ntry:\n    cuda = ctypes.CDLL('libcuda.so.1')\nexcept OSError:\n    sys.exit(3)\n"
+              "rc = cuda.cuInit(0)\nprint(rc)\nsys.exit(0 if rc == 0 else 4)")
+#: what the CUDA check passes on of this process's environment (where the driver and the devices are)
+CUDA_ENV = ("PATH", "LD_LIBRARY_PATH", "CUDA_VISIBLE_DEVICES", "NVIDIA_VISIBLE_DEVICES", "NVIDIA_DRIVER_CAPABILITIES")
+
+
+def _cuda_problem(workdir: Path) -> str | None:
+    """On a machine with an NVIDIA driver: why CUDA starts outside the sandbox but not inside it (None when it
+    starts in both, or in neither). A sandbox that takes the GPU away would make every GPU job a harness
+    failure; the first wave-3 trip found exactly that (a read-only /proc), so it is checked, not assumed."""
+    if not os.path.exists("/dev/nvidiactl"):
+        return None
+    env = {k: os.environ[k] for k in CUDA_ENV if k in os.environ}
+    cmd = [sys.executable, "-I", "-S", "-c", CUDA_CHECK]
+    try:
+        outside = subprocess.run(cmd, capture_output=True, text=True, timeout=60, env=env)
+        if outside.returncode != 0:
+            return None  # no CUDA here at all: the harness says so itself
+        inside = subprocess.run(wrap(cmd, workdir=workdir, env=env, read_only=[], writable=[]),
+                                capture_output=True, text=True, timeout=60, cwd=workdir, env=env)
+    except (OSError, subprocess.TimeoutExpired) as exc:
+        return f"the sandbox's CUDA check did not finish: {exc}"
+    if inside.returncode == 0:
+        return None
+    got = inside.stdout.strip() or (inside.stderr.strip().splitlines() or [f"exit {inside.returncode}"])[-1][:200]
+    return f"CUDA does not start inside the sandbox although it does outside (cuInit inside: {got})"
 
 
 def worker_returncode(returncode: int | None, mode: str) -> int | None:
