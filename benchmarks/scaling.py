@@ -9,7 +9,7 @@ Per suite: the evaluator (``local``, ``ray``, ``MODULE:ATTR``) and the device of
 sessions), the GPU busy share (busy slot-seconds over slot-seconds from the first job's start to the last
 one's end, over all sessions), the evaluations per GPU-hour (recorded evaluations over wall time x slots),
 the tries run again because a worker died (``details.attempts`` - 1, summed) and the jobs lost after
-every try (sessions' ``lost``). Standard library only: it runs where the suite folders are.
+every try (sessions' ``lost``).
 """
 
 from __future__ import annotations
@@ -24,27 +24,11 @@ HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 from _table import table  # noqa: E402
 
+from kernelskill.pipeline.bench.report import result_details  # noqa: E402
+from kernelskill.pipeline.bench.suite import Suite, json_lines  # noqa: E402
+
 COLUMNS = ["suite", "evaluator", "device", "slots", "devices used", "jobs", "evals", "wall s", "GPU busy",
            "evals/GPU-h", "retries", "lost"]
-
-
-def _lines(path: Path) -> list[dict[str, Any]]:
-    """The JSON lines of a file (a line cut off by a kill is skipped); none when it is not there."""
-    if not path.is_file():
-        return []
-    out = []
-    for line in path.read_text(encoding="utf-8").splitlines():
-        try:
-            out.append(json.loads(line))
-        except ValueError:
-            continue
-    return out
-
-
-def _details(event: dict[str, Any]) -> dict[str, Any]:
-    data = event.get("data") or {}
-    found = (data.get("result") or {}).get("details") if event.get("type") == "eval" else data.get("details")
-    return found if isinstance(found, dict) else {}
 
 
 def _joined(values: list[Any]) -> str:
@@ -56,10 +40,10 @@ def suite_row(folder: Path) -> dict[str, Any]:
     """One suite's line of the table, from its ``suite.json``, ``sessions.jsonl`` and runs' event logs."""
     if not (folder / "suite.json").is_file():
         raise ValueError(f"{folder}: not a suite folder (no suite.json)")
-    sessions = _lines(folder / "sessions.jsonl")
-    results = [e for f in sorted(folder.glob("runs/*/events.jsonl")) for e in _lines(f)
+    sessions = Suite(folder).sessions
+    results = [e for f in sorted(folder.glob("runs/*/events.jsonl")) for e in json_lines(f)
                if e.get("type") in ("eval", "profile")]
-    details = [_details(e) for e in results]
+    details = [result_details(e) for e in results]
     evals = sum(1 for e in results if e.get("type") == "eval")
     slots = max((int(s.get("slots") or 0) for s in sessions), default=0)
     wall = sum(float(s.get("elapsed_s") or 0.0) for s in sessions)

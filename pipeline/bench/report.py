@@ -248,6 +248,14 @@ def _labels(rows: list[dict[str, Any]], options: dict[str, Any]) -> dict[str, st
             "dtype": seen("dtype", "unknown"), "tolerance": "; ".join(tolerances), "gpu": seen("gpu", "unknown")}
 
 
+def result_details(event: dict[str, Any]) -> dict[str, Any]:
+    """The ``details`` of an eval or profile event's result (an eval keeps its result whole, a profile only the
+    provenance part of its details), or an empty dict."""
+    data = event.get("data") or {}
+    found = (data.get("result") or {}).get("details") if event.get("type") == "eval" else data.get("details")
+    return found if isinstance(found, dict) else {}
+
+
 def devices(runs: list[Run | None]) -> list[dict[str, Any]]:
     """GPU results per (evaluator, device) over the runs' recorded evals and profiles, with the tries run
     again because a worker died (``details.attempts`` - 1; results from before the provenance count as
@@ -259,9 +267,7 @@ def devices(runs: list[Run | None]) -> list[dict[str, Any]]:
         for e in run.log.events:
             if e["type"] not in ("eval", "profile"):
                 continue
-            data = e.get("data") or {}
-            details = (data.get("result") or {}).get("details") if e["type"] == "eval" else data.get("details")
-            details = details if isinstance(details, dict) else {}
+            details = result_details(e)
             key = (str(details.get("evaluator") or "unknown"), str(details.get("device") or "unknown"))
             row = counts.setdefault(key, {"evaluator": key[0], "device": key[1], "evals": 0, "profiles": 0,
                                           "retries": 0})

@@ -58,6 +58,22 @@ def default_name(kind: str, tasks: list[TaskRef], options: dict[str, Any]) -> st
     return f"{kind}-{hashlib.sha256(key.encode()).hexdigest()[:10]}"
 
 
+def json_lines(path: Path) -> list[dict[str, Any]]:
+    """The JSON lines of a file appended to line by line (a line cut off by a kill is skipped with a warning);
+    none when the file is not there."""
+    try:
+        text = path.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        return []
+    out = []
+    for line in text.splitlines():
+        try:
+            out.append(json.loads(line))
+        except ValueError:
+            log.warning("%s: a cut-off line is skipped", path)
+    return out
+
+
 class Suite:
     def __init__(self, path: Path) -> None:
         self.path = Path(path)
@@ -118,17 +134,7 @@ class Suite:
     @property
     def sessions(self) -> list[dict[str, Any]]:
         """Every recorded start, oldest first (a line cut off by a kill is skipped)."""
-        try:
-            text = (self.path / SESSIONS).read_text(encoding="utf-8")
-        except FileNotFoundError:
-            return []
-        out = []
-        for line in text.splitlines():
-            try:
-                out.append(json.loads(line))
-            except ValueError:
-                log.warning("%s: a cut-off line of %s is skipped", self.path, SESSIONS)
-        return out
+        return json_lines(self.path / SESSIONS)
 
     # runs ---------------------------------------------------------------------------------------------
     def run_for(self, entry: dict[str, Any], run_manifest: dict[str, Any]) -> Run:
