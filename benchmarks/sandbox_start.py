@@ -22,16 +22,9 @@ from pathlib import Path
 from kernelskill.pipeline.harness import isolation, sandbox
 
 sys.path.insert(0, str(Path(__file__).parent))
+sys.path.insert(0, str(Path(__file__).parents[1] / "scripts"))
 from _table import table  # noqa: E402
-
-#: the launcher with the /proc binds switched off (run as ``python -I -S -c``)
-WITHOUT_PROC_BINDS = r'''
-import importlib.util, sys
-spec = importlib.util.spec_from_file_location("isolation", {path!r})
-iso = importlib.util.module_from_spec(spec); spec.loader.exec_module(iso)
-iso.open_own_proc = lambda libc: None
-sys.exit(iso.launch({spec_path!r}))
-'''
+from sandbox_cuda_probe import launcher_without  # noqa: E402
 
 
 def _timed(cmd: list[str], env: dict[str, str], cwd: Path) -> float:
@@ -58,10 +51,7 @@ def main() -> int:
             work.mkdir()
             cmd = isolation.wrap(inner, workdir=work, env=env, read_only=[], writable=[])
             samples["sandbox"].append(_timed(cmd, env, work))
-            code = WITHOUT_PROC_BINDS.format(path=str(Path(isolation.__file__).resolve()),
-                                             spec_path=str(work / "sandbox.spec.json"))
-            patched = [*cmd[: cmd.index("--") + 1], sys.executable, "-I", "-S", "-c", code]
-            samples["sandbox without /proc binds"].append(_timed(patched, env, work))
+            samples["sandbox without /proc binds"].append(_timed(launcher_without(cmd, "open_own_proc"), env, work))
     finally:
         shutil.rmtree(root, ignore_errors=True)
     rows: list[list[object]] = [[name, statistics.median(v) * 1e3, sorted(v)[int(0.9 * (len(v) - 1))] * 1e3]

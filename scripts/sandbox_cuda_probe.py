@@ -111,16 +111,24 @@ if os.environ.get("PROBE_TORCH"):
 print("PROBE " + json.dumps(out))
 '''
 
-#: a launcher with one part of ``setup`` switched off (run as ``python -I -S -c``)
+#: a launcher with one step of ``setup`` switched off (run as ``python -I -S -c``)
 LAUNCHER = r'''
 import importlib.util, sys
 spec = importlib.util.spec_from_file_location("isolation", {path!r})
 iso = importlib.util.module_from_spec(spec); spec.loader.exec_module(iso)
-{patch}
+setattr(iso, {step!r}, lambda libc: None)
 sys.exit(iso.launch({spec_path!r}))
 '''
-PATCHES = {"launcher-no-readonly": "iso.make_world_read_only = lambda libc: None",
-           "launcher-keep-caps": "iso._drop_privileges = lambda libc: None"}
+#: variant -> the launcher step it switches off
+PATCHES = {"launcher-no-readonly": "make_world_read_only", "launcher-keep-caps": "_drop_privileges"}
+
+
+def launcher_without(cmd: list[str], step: str) -> list[str]:
+    """``cmd`` (from :func:`isolation.wrap`) with the sandbox launcher's ``step`` (a function of ``setup`` taking
+    ``libc``) switched off; the spec ``wrap`` wrote is used as it is."""
+    cut = cmd.index("--") + 1
+    code = LAUNCHER.format(path=str(Path(isolation.__file__).resolve()), step=step, spec_path=cmd[-1])
+    return [*cmd[:cut], sys.executable, "-I", "-S", "-c", code]
 
 
 def _row(name: str, proc: subprocess.CompletedProcess[str] | None, error: str = "") -> dict[str, object]:
@@ -184,9 +192,7 @@ def main() -> int:
                     spec.update(hide_dirs=[], scratch_dirs=[], hide_files=[])
                     spec_path.write_text(json.dumps(spec))
                 if name in PATCHES:
-                    code = LAUNCHER.format(path=str(Path(isolation.__file__).resolve()), patch=PATCHES[name],
-                                           spec_path=str(spec_path))
-                    cmd = [*cmd[: cmd.index("--") + 1], py, "-I", "-S", "-c", code]
+                    cmd = launcher_without(cmd, PATCHES[name])
                 try:
                     rows.append(_row(name, _run(cmd, env, wd)))
                 except subprocess.TimeoutExpired:

@@ -441,7 +441,8 @@ def make_world_read_only(libc: Any) -> None:
 
 #: why the probe refuses a sandbox whose processes cannot write their own /proc entries
 PROC_READ_ONLY = "the sandbox's /proc is read-only for its own processes (CUDA could not start there)"
-#: /proc entries that are not a process's own (they name no PID): bound read-only over the writable /proc
+#: the /proc entries that are a process's own besides the PID folders (links to the reader's folder): every
+#: other entry is bound read-only over the writable /proc
 PROC_OWN = ("self", "thread-self")
 
 
