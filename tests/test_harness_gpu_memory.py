@@ -93,7 +93,8 @@ def results(tmp_path_factory):
         pytest.skip("no CUDA")
     root = tmp_path_factory.mktemp("big_tasks")
     cache = os.environ.get("KERNELSKILL_TEST_CACHE") or str(root / "cache")
-    cfg = eval_config({}, protocol="kernelbench", cache_dir=cache, run_timeout_s=420, timing_budget_s=1.0)
+    cfg = eval_config({}, protocol="kernelbench", cache_dir=cache, run_timeout_s=420, timing_budget_s=1.0,
+                      memory_trace=os.environ.get("KERNELSKILL_MEMORY_TRACE") == "1")
     jobs = []
     for name, (task, cand) in TASKS.items():
         (root / f"{name}.py").write_text(task)
@@ -104,6 +105,7 @@ def results(tmp_path_factory):
     if dest:  # the per-stage peaks, for the record
         Path(dest, "big_tasks_memory.json").write_text(json.dumps(
             {k: {"status": r.status, "message": r.message[:300], "peak_mem_mb": r.details.get("peak_mem_mb"),
+                 "held_mem_mb": r.details.get("held_mem_mb"), "memory_trace": r.details.get("memory_trace"),
                  "fp64_error": r.details.get("fp64_error"), "gpu": r.details.get("gpu"),
                  "stage_times_s": r.details.get("stage_times_s"), "candidate_ms": r.candidate_ms,
                  "speedup": r.speedup, "speedup_ci": r.speedup_ci} for k, r in out.items()}, indent=1))

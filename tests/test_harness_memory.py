@@ -88,3 +88,15 @@ def test_an_oom_in_the_candidates_forward_with_room_to_spare_is_the_candidates(r
     r: EvalResult = results["candidate"]
     assert r.status == "oom" and not r.harness_failure, r.message
     assert not eval_view(r.to_dict())["harness_failure"]
+
+
+def test_a_traced_holder_names_the_variable_or_container_that_keeps_a_tensor():
+    import sys
+
+    from kernelskill.pipeline.harness.memory import _holder
+
+    kept = object()
+    assert _holder(sys._getframe(), kept).startswith("frame test_a_traced_holder_names_the_variable")
+    assert "(kept)" in _holder(sys._getframe(), kept)
+    assert _holder({"last_out": kept}, kept) == "dict[last_out]"
+    assert _holder([kept], kept) == "list"

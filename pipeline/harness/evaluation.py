@@ -249,6 +249,8 @@ class Evaluation:
             self.device = torch.device("cpu")
         self.cuda = self.device.type == "cuda"
         self.mem = MemoryLedger(self.device if self.cuda else None)
+        if self.cuda and self.config.memory_trace:
+            self.mem.trace = []
         self.defaults = BackendSettings.current()  # PyTorch's shipped settings, as this worker started
         self.verified = self.defaults
         self.switched: dict[str, list[Any]] = {}  # backend switches the candidate made inside its calls
@@ -358,6 +360,9 @@ class Evaluation:
             details.setdefault(k, v)
         if self.cuda:
             details["peak_mem_mb"] = self.mem.report()
+            details["held_mem_mb"] = self.mem.held_report()
+            if self.mem.trace is not None:
+                details["memory_trace"] = self.mem.trace
         details["numeric_path"] = {"verified": self.verified.describe(),
                                    "candidate_timed": self.verified.describe(),
                                    "baselines_timed": self.defaults.describe()}

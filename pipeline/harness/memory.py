@@ -11,6 +11,9 @@ it is a harness failure (``details["harness_failure"]``), which the loop does no
 
 from __future__ import annotations
 
+import gc
+import sys
+import types
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -25,6 +28,8 @@ BUDGET_FLOOR = 1 << 30
 UNCOUNTED = frozenset({"start", "load_task", "device_facts"})
 #: the candidate's room, in reference forwards, below which its OOM is the harness's
 CANDIDATE_ROOM_FACTOR = 2.0
+#: a traced stage lists the live CUDA tensors of at least this size (``EvalConfig.memory_trace``)
+TRACE_MIN_BYTES = 32 * MB
 
 
 def is_oom(exc: BaseException) -> bool:
@@ -50,6 +55,8 @@ class MemoryLedger:
     peaks: dict[str, int] = field(default_factory=dict)
     reference_peak: int = 0  # params + one input set + the forward's output and temporaries
     reference_forward: int = 0  # the forward's own allocation (output and temporaries)
+    held: dict[str, int] = field(default_factory=dict)  # bytes allocated as each stage began
+    trace: list[dict[str, Any]] | None = None  # per stage, the large live tensors and who holds them
     _stage: str | None = None
 
     @property
@@ -61,6 +68,10 @@ class MemoryLedger:
         self.close()
         self._stage = stage
         if self.cuda:
+            self.held.setdefault(stage, self.allocated())
+            if self.trace is not None:
+                self.trace.append({"stage": stage, "allocated_mb": round(self.allocated() / MB, 1),
+                                   "tensors": live_cuda_tensors(TRACE_MIN_BYTES)})
             torch.cuda.reset_peak_memory_stats(self.device)
 
     def close(self) -> None:
@@ -90,5 +101,47 @@ class MemoryLedger:
             out["max_over_reference"] = round(max(stages) / self.reference_peak, 2)
         return out
 
+    def held_report(self) -> dict[str, float]:
+        """``{stage: MB allocated as the stage began}``: what earlier stages left alive."""
+        return {k: round(v / MB, 1) for k, v in self.held.items()}
 
-__all__ = ["MemoryLedger", "budget_bytes", "is_oom", "oom_is_candidates"]
+
+def _holder(ref: Any, target: Any) -> str:
+    """A short name for one object that refers to ``target``: a frame's function and variable, a container's
+    type, an object's class."""
+    if isinstance(ref, types.FrameType):
+        names = [k for k, v in ref.f_locals.items() if v is target]
+        return f"frame {ref.f_code.co_name}:{ref.f_lineno} ({', '.join(names) or 'not a local'})"
+    if isinstance(ref, dict):
+        keys = [str(k) for k, v in ref.items() if v is target][:3]
+        return f"dict[{', '.join(keys)}]"
+    return type(ref).__name__
+
+
+def live_cuda_tensors(min_bytes: int) -> list[dict[str, Any]]:
+    """The live CUDA tensors of at least ``min_bytes`` (storage counted once) and what holds each: a diagnosis
+    of memory an evaluation keeps alive longer than it should (slow: a scan of every object)."""
+    found: list[dict[str, Any]] = []
+    seen: set[int] = set()
+    gc.collect()
+    scan = gc.get_objects()
+    me = sys._getframe()
+    for obj in scan:
+        if not isinstance(obj, torch.Tensor) or not obj.is_cuda:
+            continue
+        try:
+            storage = obj.untyped_storage()
+            nbytes, key = storage.nbytes(), storage.data_ptr()
+        except (RuntimeError, NotImplementedError):
+            continue
+        if nbytes < min_bytes:
+            continue
+        holders = [_holder(r, obj) for r in gc.get_referrers(obj) if r is not scan and r is not me]
+        found.append({"shape": list(obj.shape), "dtype": str(obj.dtype).replace("torch.", ""),
+                      "mb": round(nbytes / MB, 1), "shares_storage": key in seen, "held_by": holders[:6]})
+        seen.add(key)
+    del scan
+    return found
+
+
+__all__ = ["MemoryLedger", "budget_bytes", "is_oom", "live_cuda_tensors", "oom_is_candidates"]

@@ -120,6 +120,7 @@ class EvalConfig(_Record):
     sol_fail_fraction: float = 0.5  # faster than this fraction of the speed-of-light floor => cheat
     side_stream_factor: float = 0.5  # wall-minus-event gap above this share of the wall time => cheat
     keep_workdir: bool = False
+    memory_trace: bool = False  # details["memory_trace"]: per stage, the large live CUDA tensors and their holders
     ready_workers: bool = True  # the next GPU worker starts (torch imported, CUDA up) while this one runs
 
     @classmethod
