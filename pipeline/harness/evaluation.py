@@ -108,6 +108,21 @@ def _clone(values: Sequence[Any]) -> list[Any]:
     return [v.clone() if isinstance(v, torch.Tensor) else copy.deepcopy(v) for v in values]
 
 
+def _copy_into(dst: Sequence[Any], src: Sequence[Any]) -> None:
+    """Copy every tensor of ``src`` into the tensor of ``dst`` at the same place (a function, so that no loop
+    variable outlives the copy and holds a 6 GB input)."""
+    for d, s in zip(dst, src, strict=True):
+        if isinstance(d, torch.Tensor):
+            d.copy_(s)
+
+
+def _bitwise_equal(first: Any, again: Any) -> bool:
+    """Whether every tensor output of two forwards is bit for bit the same (shapes that differ are left to the
+    tolerance comparison)."""
+    return all(torch.equal(a, b) for a, b in zip(flatten_outputs(first), flatten_outputs(again), strict=False)
+               if isinstance(a, torch.Tensor) and isinstance(b, torch.Tensor) and a.shape == b.shape)
+
+
 def _float_dtypes(values: Sequence[Any]) -> set[torch.dtype]:
     return {v.dtype for v in values if isinstance(v, torch.Tensor) and v.is_floating_point()}
 
@@ -484,9 +499,7 @@ class Evaluation:
         # ---- pointer-keyed cache probe: same tensors, new values ----
         self.at("pointer_probe")
         new_vals = self.fresh_inputs(cfg.seed + 1000)
-        for dst, src in zip(cx, new_vals, strict=True):
-            if isinstance(dst, torch.Tensor):
-                dst.copy_(src)
+        _copy_into(cx, new_vals)  # (a loop here would keep its last pair of tensors alive to the end of _run)
         ref_new = ref_model(*new_vals)
         self.sync()
         del new_vals
@@ -506,8 +519,8 @@ class Evaluation:
         last_inputs: list[Any] = []
         last_out: Any = None
         for trial in range(cfg.correctness_trials):
+            last_inputs, last_out = [], None  # the previous trial's tensors go before the stage's peak is taken
             self.at(f"correctness_trial_{trial}")
-            last_inputs, last_out = [], None  # the previous trial's tensors go before new ones are made
             xs = self.fresh_inputs(cfg.seed + 1 + trial)
             cx = _clone(xs)
             rx = _clone(xs) if ref_mutates else xs
@@ -550,9 +563,7 @@ class Evaluation:
         for r in range(cfg.determinism_reruns):
             self.poison(out_bytes)
             again = self.call(cand_model, _clone(last_inputs), f"determinism re-run {r + 1}")
-            for a, b in zip(flatten_outputs(first), flatten_outputs(again), strict=False):
-                if isinstance(a, torch.Tensor) and isinstance(b, torch.Tensor) and a.shape == b.shape:
-                    bitwise = bitwise and torch.equal(a, b)
+            bitwise = bitwise and _bitwise_equal(first, again)
             cmp = compare_outputs(first, again, tight)
             if not cmp.ok:
                 raise _Stop({"status": "nondeterministic", "correct": False,

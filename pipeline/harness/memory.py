@@ -118,16 +118,17 @@ def _holder(ref: Any, target: Any) -> str:
     return type(ref).__name__
 
 
-def live_cuda_tensors(min_bytes: int) -> list[dict[str, Any]]:
-    """The live CUDA tensors of at least ``min_bytes`` (storage counted once) and what holds each: a diagnosis
-    of memory an evaluation keeps alive longer than it should (slow: a scan of every object)."""
+def live_cuda_tensors(min_bytes: int, *, device_type: str = "cuda") -> list[dict[str, Any]]:
+    """The live tensors on ``device_type`` of at least ``min_bytes`` (storage counted once) and what holds each:
+    a diagnosis of memory an evaluation keeps alive longer than it should (slow: a scan of every object). A
+    tensor held only by a running function's local variable has no holder the scan can name."""
     found: list[dict[str, Any]] = []
     seen: set[int] = set()
     gc.collect()
     scan = gc.get_objects()
     me = sys._getframe()
     for obj in scan:
-        if not isinstance(obj, torch.Tensor) or not obj.is_cuda:
+        if not isinstance(obj, torch.Tensor) or obj.device.type != device_type:
             continue
         try:
             storage = obj.untyped_storage()
