@@ -89,3 +89,74 @@ def test_before_reads_the_evaluations_of_nested_run_archives(tmp_path):
     assert "1 correct evaluations in 1 published suites" in text
     assert figures["candidate"] == {"n": 1, "p50_pct": pytest.approx(1.0), "p90_pct": pytest.approx(1.0)}
     assert figures["eager"]["p50_pct"] == pytest.approx(2.0)
+
+
+class _Clocks:
+    """Stand-ins for the GPU's stream clock (read by events) and the host's clock (read by perf_counter): a
+    forward advances each by its own cost, so GPU-bound and host-bound forwards can be told apart on a CPU."""
+
+    def __init__(self) -> None:
+        self.gpu = 0.0
+        self.host = 0.0
+
+    def event(self, **_: object) -> object:
+        clocks = self
+
+        class Event:
+            at = 0.0
+
+            def record(self) -> None:
+                self.at = clocks.gpu
+
+            def elapsed_time(self, end: Event) -> float:
+                return end.at - self.at
+
+        return Event()
+
+    def forward(self, gpu_ms: float, host_ms) -> object:  # host_ms: call number -> ms
+        calls = [0]
+
+        def fn(_inputs: object) -> None:
+            calls[0] += 1
+            self.gpu += gpu_ms
+            self.host += host_ms(calls[0])
+
+        return fn
+
+
+@pytest.fixture
+def clocks(monkeypatch) -> _Clocks:
+    c = _Clocks()
+    monkeypatch.setattr(timing, "_Event", c.event)
+    monkeypatch.setattr(timing, "_sync", lambda: None)
+    monkeypatch.setattr(timing, "_spin", lambda cycles: None)
+    monkeypatch.setattr(timing, "_perf", lambda: c.host / 1e3)
+    monkeypatch.setattr(timing, "spin_cycles_per_ms", lambda: 1000.0)
+    return c
+
+
+def test_one_slow_enqueue_does_not_become_a_slow_sample(clocks):
+    # GPU-bound: 1 ms of GPU work, 0.1 ms to enqueue, but call 30 took 3 ms on the host (the box was busy)
+    fn = clocks.forward(1.0, lambda n: 3.0 if n == 30 else 0.1)
+    got = timing.time_interleaved({"f": fn}, {"f": [[]]}, trials=40, warmup=3, flusher=lambda: None,
+                                  wall_check=False)["f"]
+    assert got.method == "prequeued"
+    assert got.event_ms == pytest.approx([1.0] * 40)  # floored at the median enqueue time, not at that call's
+
+
+def test_a_forward_that_becomes_host_bound_is_floored_at_its_median_enqueue_time(clocks):
+    # quick to enqueue in the warm-ups, then 2 ms per call on the host for the rounds: never faster than callable
+    fn = clocks.forward(1.0, lambda n: 0.1 if n <= 6 else 2.0)
+    got = timing.time_interleaved({"f": fn}, {"f": [[]]}, trials=30, warmup=3, flusher=lambda: None,
+                                  wall_check=False)["f"]
+    assert got.method == "prequeued" and got.event_ms == pytest.approx([2.0] * 30)
+
+
+def test_a_short_host_bound_forward_is_timed_over_back_to_back_calls(clocks):
+    fn = clocks.forward(0.05, lambda n: 0.2)  # 50 us of GPU work behind 200 us of host work
+    slow = clocks.forward(2.0, lambda n: 3.0)  # host-bound but long: one call per sample
+    got = timing.time_interleaved({"f": fn, "slow": slow}, {"f": [[]], "slow": [[]]}, trials=20, warmup=3,
+                                  flusher=lambda: None, wall_check=False)
+    assert got["f"].method == "plain x5" and got["f"].batch == 5  # 1 ms / 0.2 ms per call
+    assert len(got["f"].event_ms) == 20 and got["f"].event_ms[0] == pytest.approx(0.05)
+    assert got["slow"].method == "plain" and got["slow"].batch == 1
