@@ -269,8 +269,7 @@ def test_write_evidence_puts_a_valid_record_into_the_method_yaml(tmp_path: Path)
     assert (e.before_ms, e.after_ms, e.eager_ms) == (0.56, 0.25, 0.30)
     assert e.speedup == pytest.approx(0.56 / 0.25, rel=1e-3) and e.verdict == "pays"
     assert "against float64" in e.notes and "9000 elements outside" in e.notes
-    # the fused-tail example missed 1e-4 in these results: no record written for it
-    assert loaded.by_id("library_conv_epilogue_fusion").latest_measurement() is None
+    # the fused-tail example missed 1e-4 in these results: no record written for it (its file is as it was)
     assert (skills / "methods" / "library_conv_epilogue_fusion.yaml").read_text() == \
         (SKILLS / "methods" / "library_conv_epilogue_fusion.yaml").read_text()
 
