@@ -29,13 +29,15 @@ from kernelskill.taskfile import parse_task
 from kernelskill.yaml_load import safe_load
 
 from .result import TraceStep
+from .unit_stride import Config as UnitStrideConfig
+from .unit_stride import unit_stride
 
 RULES_PATH = Path(__file__).with_name("op_hints.yaml")
 FAMILIES = ("attention", "softmax", "norm", "rms_norm", "gemm", "gemv", "conv", "pool", "scan", "scatter",
             "gather", "reduction")
 FIELDS = ("op_family", "op_is_gemv", "op_is_pool_nonoverlap", "op_softmax_online", "op_row_in_registers",
           "op_is_serial_scan", "uses_global_atomics", "single_custom_launch", "op_gathers_rows", "op_has_softmax",
-          "op_has_norm")
+          "op_has_norm", "access_unit_stride")
 #: families whose presence anywhere in the op (not only as its primary family) the vetoes must respect
 STAGES = {"op_has_softmax": ("softmax", "attention"), "op_has_norm": ("norm",)}
 
@@ -52,8 +54,11 @@ class OpHints:
         return OpHints(fields={**self.fields, **other.fields}, evidence={**self.evidence, **other.evidence})
 
     def trace_steps(self) -> list[TraceStep]:
-        return [TraceStep(kind="note", id=name, value=value, note=self.evidence.get(name, ""))
-                for name, value in self.fields.items()]
+        steps = [TraceStep(kind="note", id=name, value=value, note=self.evidence.get(name, ""))
+                 for name, value in self.fields.items()]
+        # a fact left unknown still says why (access_unit_stride: no threadIdx.x access, a template, ...)
+        return steps + [TraceStep(kind="note", id=name, value=None, note=why)
+                        for name, why in self.evidence.items() if name not in self.fields]
 
 
 @dataclass(frozen=True, eq=False)  # hashed by identity (load_rules is cached)
@@ -62,6 +67,7 @@ class _Rules:
     families: list[dict[str, Any]]
     flags: dict[str, list[str]]
     task_families: list[dict[str, Any]]
+    unit_stride: UnitStrideConfig | None = None
 
 
 @functools.cache
@@ -89,8 +95,12 @@ def load_rules(path: Path = RULES_PATH) -> _Rules:
     for group in data.get("task_families") or []:
         if group.get("family") not in FAMILIES:
             raise KernelskillError(f"{path}: task family {group.get('family')!r} must be one of {FAMILIES}")
+    try:
+        stride = UnitStrideConfig.from_data(data["unit_stride"]) if data.get("unit_stride") else None
+    except (KeyError, TypeError, re.error) as exc:
+        raise KernelskillError(f"{path}: the unit_stride section is incomplete or not valid: {exc!r}") from exc
     return _Rules(patterns=patterns, families=list(data.get("families") or []), flags=flags,
-                  task_families=list(data.get("task_families") or []))
+                  task_families=list(data.get("task_families") or []), unit_stride=stride)
 
 
 # ------------------------------------------------------------------------------------------ source
@@ -199,6 +209,11 @@ def _from_source_cached(source: str, rules: _Rules) -> OpHints:
     hints.fields["uses_global_atomics"], hints.evidence["uses_global_atomics"] = _global_atomics(bodies, source,
                                                                                                  rules)
     hints.fields["single_custom_launch"], hints.evidence["single_custom_launch"] = _single_launch(source, rules)
+    if rules.unit_stride is not None:  # missing (unknown) when no access depends on threadIdx.x or not followed
+        value, why = unit_stride(scan(source), rules.unit_stride)
+        if value is not None:
+            hints.fields["access_unit_stride"] = value
+        hints.evidence["access_unit_stride"] = why
     return hints
 
 

@@ -40,7 +40,10 @@ class _Trace:
         if s is None:
             return f"{pid}=not evaluated", {pid: None}
         inputs = _fmt(s.inputs)
-        return f"{pid}={_v(s.value)}" + (f" ({inputs})" if inputs else ""), {pid: s.value, **s.inputs}
+        # a context fact read from the source or the task (op hints) carries the line that decided it
+        notes = [f"{k}: {n.note}" for k in s.inputs if (n := self.by_kind.get(("note", k))) is not None and n.note]
+        return (f"{pid}={_v(s.value)}" + (f" ({inputs})" if inputs else "") + "".join(f" [{t}]" for t in notes),
+                {pid: s.value, **s.inputs})
 
 
 def explain(result: QueryResult, method: str, *, cases: Iterable[Any], methods: Iterable[Any],

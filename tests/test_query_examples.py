@@ -22,7 +22,9 @@ MANIFEST = {e["name"]: e for e in json.loads((EX / "manifest.json").read_text())
 
 #: what an expert expects for each example (bottleneck, case, first permitted methods)
 GOLDEN = {
-    "naive_gemm": {"tier": "M", "bottleneck": "uncoalesced_access", "case": "ua_naive_gemm",
+    # no sector counters in this capture, but b[i * n + col] and c[row * n + col] are unit stride in the source
+    # (access_unit_stride): the hot L1 is operand re-reads, not wasted sectors
+    "naive_gemm": {"tier": "M", "bottleneck": "onchip_operand_traffic", "case": "ot_naive_gemm",
                    "first": ["shared_memory_tiling", "register_blocking"]},
     "relu_vec4": {"tier": "L", "bottleneck": "memory_bandwidth", "case": "mb_l_single_stream",
                   "first": ["more_work_per_thread", "memory_level_parallelism"]},
@@ -101,13 +103,18 @@ def test_naive_gemm_trace_contents(settings) -> None:
     assert steps[("tier", "tier_m")].inputs == {"primary_limiter_util_pct": pytest.approx(65.52)}
     l1 = steps[("predicate", "l1_hot")]
     assert l1.inputs == {"l1_throughput_pct": pytest.approx(99.31)} and l1.value is True
-    assert "uncoalesced_access" in l1.used_by
+    assert {"uncoalesced_access", "onchip_operand_traffic"} <= set(l1.used_by)
     assert steps[("derived", "l1_excess_pct")].value == pytest.approx(99.31 - 19.13)
-    assert steps[("case", "ua_naive_gemm")].inputs == {"naive_gemm": True}
+    assert steps[("case", "ot_naive_gemm")].inputs == {"naive_gemm": True}
+    fact = steps[("note", "access_unit_stride")]
+    assert fact.value is True and "b[i * n + col]" in fact.note and "naive_gemm_kernel" in fact.note
+    assert steps[("predicate", "coalescing_not_refuted")].value is False
+    assert steps[("predicate", "access_coalesced")].inputs == {"global_sector_excess": None,
+                                                               "access_unit_stride": True}
     assert r.profile.dominant == "naive_gemm_kernel" and r.profile.launches_per_forward == 1
     assert r.context["has_profile"] is True and r.context["task_dtype"] == "fp32"
     why = {(s.kind, s.id) for s in r.why()}
-    assert ("predicate", "l1_hot") in why and ("case", "ua_naive_gemm") in why
+    assert ("predicate", "l1_hot") in why and ("case", "ot_naive_gemm") in why
     assert ("derived", "l1_excess_pct") in why
     ex = r.permitted[0].examples
     assert ex and all(Path(p).is_file() for p in ex), ex
@@ -200,10 +207,11 @@ def test_cli_json_matches_api(home: Path, settings) -> None:
 def test_cli_render_shows_why(home: Path) -> None:
     e = MANIFEST["naive_gemm"]
     out = _cli(home, str(EX / e["kernel"]), "--profile", str(EX / e["profile"])).stdout
-    for text in ("tier M", "uncoalesced_access", "case ua_naive_gemm", "shared_memory_tiling", "why", "l1_hot"):
+    for text in ("tier M", "onchip_operand_traffic", "case ot_naive_gemm", "shared_memory_tiling", "why", "l1_hot"):
         assert text in out, text
     full = _cli(home, str(EX / e["kernel"]), "--profile", str(EX / e["profile"]), "--explain").stdout
     assert "trace" in full and "primary_limiter_util_pct" in full and len(full) > len(out)
+    assert "access_unit_stride" in full and "naive_gemm_kernel" in full  # the static fact, with its line
     # a capture without the newer access counters: their names, and the ncu columns only with --explain
     assert "global_sectors" in out and "(looked for" not in out
     assert "global_sectors (looked for memory_l2_theoretical_sectors_global)" in " ".join(full.split())
