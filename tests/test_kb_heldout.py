@@ -39,7 +39,10 @@ CONTEXT = {"arch_sm": 90, "library_calls_allowed": False}
 #: agreement this KB reaches on the held-out set (docs/kb.md has the table); a change to kb/skills
 #: that lowers one of them needs a reason, a change that raises one should raise the floor
 FLOORS = {
-    "profiled": {"bottleneck": 1.0, "first": 1.0, "top3": 1.0, "no_must_not": 1.0},
+    # bottleneck 0.92: naive_gemm_rect and bmm_naive read as onchip_operand_traffic since the static unit-stride
+    # fact (their code is coalesced; the class came after their labels, which say uncoalesced_access and are
+    # kept as written); their first methods still agree
+    "profiled": {"bottleneck": 0.92, "first": 1.0, "top3": 1.0, "no_must_not": 1.0},
     "static": {"first": 1.0, "top3": 1.0, "no_must_not": 1.0},
 }
 #: must-not methods that are still permitted, and why the decision data cannot tell (strict xfails: a fix
