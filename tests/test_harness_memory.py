@@ -102,34 +102,52 @@ def test_a_traced_holder_names_the_variable_or_container_that_keeps_a_tensor():
     assert _holder([kept], kept) == "list"
 
 
-def test_no_stage_begins_with_tensors_an_earlier_stage_left_alive(tmp_path, monkeypatch):
+_STAGE_COUNTER = """
+import json, sys
+from kernelskill.pipeline.harness.config import eval_config
+from kernelskill.pipeline.harness.evaluation import Evaluation
+from kernelskill.pipeline.harness.failures import Stage
+from kernelskill.pipeline.harness.memory import MemoryLedger, live_cuda_tensors
+
+alive = {}
+enter = MemoryLedger.enter
+
+def counting(self, stage):  # the CPU has no allocator statistics: count the live 8 MB tensors instead
+    alive.setdefault(stage, len(live_cuda_tensors(8 * 2**20, device_type="cpu")))
+    return enter(self, stage)
+
+MemoryLedger.enter = counting
+cfg = eval_config({}, protocol="kernelbench", time=False)
+req = {"mode": "evaluate", "task": sys.argv[1], "candidate": sys.argv[2], "kind": "python",
+       "config": cfg.to_dict(), "device_type": "cpu"}
+result = Evaluation(req, Stage(None)).run()
+print(json.dumps({"status": result["status"], "message": result["message"], "alive": alive,
+                  "trials": cfg.correctness_trials}))
+"""
+
+
+def test_no_stage_begins_with_tensors_an_earlier_stage_left_alive(tmp_path):
     """Each stage begins with only what it needs: nothing at a correctness trial (the previous trial's tensors
     go first), the last trial's inputs and both outputs at the determinism re-runs, the inputs alone after the
     float64 check. Loop variables once kept a copied input and a re-run's output alive to the end (2 of the 8
-    reference-sized tensors at the 6 GB softmax's peak on an H100)."""
-    from kernelskill.pipeline.harness.config import eval_config
-    from kernelskill.pipeline.harness.evaluation import Evaluation
-    from kernelskill.pipeline.harness.failures import Stage
-    from kernelskill.pipeline.harness.memory import live_cuda_tensors
+    reference-sized tensors at the 6 GB softmax's peak on an H100). The evaluation runs in a child process, as
+    in the harness (importing a candidate installs the worker's socket filter on its process)."""
+    import json
+    import os
+    import subprocess
+    import sys
 
     (tmp_path / "task.py").write_text(
         "import torch\n\nclass Model(torch.nn.Module):\n    def forward(self, x):\n        return torch.softmax(x, dim=1)\n\n"
         "def get_inputs():\n    return [torch.rand(16, 131072)]\n\ndef get_init_inputs():\n    return []\n")
     (tmp_path / "cand.py").write_text(
         "import torch\n\nclass ModelNew(torch.nn.Module):\n    def forward(self, x):\n        return torch.softmax(x, dim=-1)\n")
-    alive: dict[str, int] = {}
-    enter = MemoryLedger.enter
-
-    def counting(self, stage):  # the CPU has no allocator statistics: count the live 8 MB tensors instead
-        alive.setdefault(stage, len(live_cuda_tensors(8 * 2**20, device_type="cpu")))
-        return enter(self, stage)
-
-    monkeypatch.setattr(MemoryLedger, "enter", counting)
-    cfg = eval_config({}, protocol="kernelbench", time=False)
-    req = {"mode": "evaluate", "task": str(tmp_path / "task.py"), "candidate": str(tmp_path / "cand.py"),
-           "kind": "python", "config": cfg.to_dict(), "device_type": "cpu"}
-    result = Evaluation(req, Stage(None)).run()
-    assert result["status"] == "ok", result["message"]
-    assert all(alive[f"correctness_trial_{t}"] == 0 for t in range(cfg.correctness_trials)), alive
+    done = subprocess.run([sys.executable, "-c", _STAGE_COUNTER, str(tmp_path / "task.py"), str(tmp_path / "cand.py")],
+                          capture_output=True, text=True, timeout=300, env=os.environ.copy())
+    assert done.returncode == 0, done.stderr[-3000:]
+    out = json.loads(done.stdout.strip().splitlines()[-1])
+    alive = out["alive"]
+    assert out["status"] == "ok", out["message"]
+    assert all(alive[f"correctness_trial_{t}"] == 0 for t in range(out["trials"])), alive
     assert alive["determinism"] == 3 and alive["precision_fp64"] == 3, alive  # inputs, reference and first output
     assert alive["alt_shapes"] == 1 and alive["tamper_check"] == 1, alive  # the inputs the timing reuses

@@ -119,7 +119,8 @@ def test_the_next_kernel_decides_when_the_dominant_one_has_no_permitted_method()
     run: the case is chosen for the next kernel by share of time, and the trace says why."""
     from kernelskill.retrieval.api import query
 
-    kb = store(only_cublas=("gc_ua_tiled_gemm", "ua_generic"))
+    # the GEMM's cases: as uncoalesced access, and (its source is unit stride) as on-chip operand traffic
+    kb = store(only_cublas=("gc_ua_tiled_gemm", "ua_generic", "ot_tiled_gemm", "ot_generic"))
     r = query(H200 / "l2_30_kernel.py", profile=H200 / "l2_30.csv", store=kb, context=CONTEXT)
     assert r.permitted, (r.case.id, r.forbidden)
     assert r.target_kernel == "group_norm_hardtanh"
