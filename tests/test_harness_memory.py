@@ -107,13 +107,13 @@ import json, sys
 from kernelskill.pipeline.harness.config import eval_config
 from kernelskill.pipeline.harness.evaluation import Evaluation
 from kernelskill.pipeline.harness.failures import Stage
-from kernelskill.pipeline.harness.memory import MemoryLedger, live_cuda_tensors
+from kernelskill.pipeline.harness.memory import MemoryLedger, live_tensors
 
 alive = {}
 enter = MemoryLedger.enter
 
 def counting(self, stage):  # the CPU has no allocator statistics: count the live 8 MB tensors instead
-    alive.setdefault(stage, len(live_cuda_tensors(8 * 2**20, device_type="cpu")))
+    alive.setdefault(stage, len(live_tensors(8 * 2**20, device_type="cpu")))
     return enter(self, stage)
 
 MemoryLedger.enter = counting

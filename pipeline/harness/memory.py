@@ -71,7 +71,7 @@ class MemoryLedger:
             self.held.setdefault(stage, self.allocated())
             if self.trace is not None:
                 self.trace.append({"stage": stage, "allocated_mb": round(self.allocated() / MB, 1),
-                                   "tensors": live_cuda_tensors(TRACE_MIN_BYTES)})
+                                   "tensors": live_tensors(TRACE_MIN_BYTES)})
             torch.cuda.reset_peak_memory_stats(self.device)
 
     def close(self) -> None:
@@ -118,7 +118,7 @@ def _holder(ref: Any, target: Any) -> str:
     return type(ref).__name__
 
 
-def live_cuda_tensors(min_bytes: int, *, device_type: str = "cuda") -> list[dict[str, Any]]:
+def live_tensors(min_bytes: int, *, device_type: str = "cuda") -> list[dict[str, Any]]:
     """The live tensors on ``device_type`` of at least ``min_bytes`` (storage counted once) and what holds each:
     a diagnosis of memory an evaluation keeps alive longer than it should (slow: a scan of every object). A
     tensor held only by a running function's local variable has no holder the scan can name."""
@@ -145,4 +145,4 @@ def live_cuda_tensors(min_bytes: int, *, device_type: str = "cuda") -> list[dict
     return found
 
 
-__all__ = ["MemoryLedger", "budget_bytes", "is_oom", "live_cuda_tensors", "oom_is_candidates"]
+__all__ = ["MemoryLedger", "budget_bytes", "is_oom", "live_tensors", "oom_is_candidates"]

@@ -181,19 +181,22 @@ def spin_cycles_per_ms() -> float:
 
 
 def _plain(fn: Callable[[Sequence[Any]], Any], inputs: Sequence[Any], flusher: L2Flusher,
-           start: Any, end: Any) -> tuple[float, float]:
-    """(event ms, wall ms) of one call started from an idle, flushed GPU."""
+           start: Any, end: Any, calls: int = 1) -> tuple[float, float]:
+    """(event ms, wall ms) per call of ``calls`` back-to-back calls started from an idle, flushed GPU."""
     _sync()
     flusher()
     _sync()
     t0 = _perf()
     start.record()
-    out = fn(inputs)
+    out = None
+    for _ in range(calls):
+        out = None  # one output alive at a time; the last one is freed outside the timed span
+        out = fn(inputs)
     end.record()
     _sync()
     t1 = _perf()
     del out
-    return start.elapsed_time(end), (t1 - t0) * 1e3
+    return start.elapsed_time(end) / calls, (t1 - t0) * 1e3 / calls
 
 
 def _queued(fn: Callable[[Sequence[Any]], Any], inputs: Sequence[Any], flusher: L2Flusher, start: Any,
@@ -210,21 +213,6 @@ def _queued(fn: Callable[[Sequence[Any]], Any], inputs: Sequence[Any], flusher: 
     _sync()
     del out
     return start.elapsed_time(end), (t1 - t0) * 1e3
-
-
-def _batched(fn: Callable[[Sequence[Any]], Any], inputs: Sequence[Any], flusher: L2Flusher,
-             start: Any, end: Any, calls: int) -> float:
-    """Event ms per call of ``calls`` back-to-back calls started from an idle, flushed GPU."""
-    _sync()
-    flusher()
-    _sync()
-    start.record()
-    for _ in range(calls):
-        out = fn(inputs)
-        del out
-    end.record()
-    _sync()
-    return start.elapsed_time(end) / calls
 
 
 def _warm(fn: Callable[[Sequence[Any]], Any], inputs: Sequence[Any], warmup: int, flusher: L2Flusher,
@@ -332,11 +320,8 @@ def _rounds(fns: dict[str, Callable[[Sequence[Any]], Any]], input_sets: dict[str
             if name in cycles:
                 gpu_ms, host_ms = _queued(fns[name], inputs, flusher, start_ev, end_ev, cycles[name])
                 samples[name].add_queued(gpu_ms, host_ms)
-            elif samples[name].batch > 1:
-                samples[name].event_ms.append(_batched(fns[name], inputs, flusher, start_ev, end_ev,
-                                                       samples[name].batch))
             else:
-                ev_ms, wall_ms = _plain(fns[name], inputs, flusher, start_ev, end_ev)
+                ev_ms, _ = _plain(fns[name], inputs, flusher, start_ev, end_ev, samples[name].batch)
                 samples[name].event_ms.append(ev_ms)
     if wall_check:
         for i in range(WALL_CHECK_SAMPLES):
