@@ -23,7 +23,7 @@ from typing import Any
 import yaml
 
 from kernelskill.errors import KernelskillError
-from kernelskill.feature_rules.scanner import scan
+from kernelskill.feature_rules.scanner import Source, scan
 from kernelskill.taskfile import dotted_name as _dotted
 from kernelskill.taskfile import parse_task
 from kernelskill.yaml_load import safe_load
@@ -121,10 +121,11 @@ def _strip_comments(source: str) -> str:
     return _COMMENT.sub(lambda m: re.sub(r"[^\n]", " ", m.group(0)), source)
 
 
-def kernel_bodies(source: str) -> list[_Body]:
+def kernel_bodies(source: str | Source) -> list[_Body]:
     """The bodies (between the braces) of every ``__global__`` function, found by the feature rules' scanner,
-    the one reader of CUDA in sources: comments and string literals are blanked, offsets kept."""
-    src = scan(source)
+    the one reader of CUDA in sources: comments and string literals are blanked, offsets kept. ``source`` may
+    be scanned already (a :class:`Source`)."""
+    src = source if isinstance(source, Source) else scan(source)
     return [_Body(kernel=fn.name, text=fn.body(src.cuda)[1:-1], line0=src.line_of(fn.body_start + 1))
             for fn in src.kernels if fn.kind == "global"]
 
@@ -172,7 +173,8 @@ def from_source(source: str, rules: _Rules | None = None) -> OpHints:
 
 @functools.lru_cache(maxsize=256)
 def _from_source_cached(source: str, rules: _Rules) -> OpHints:
-    bodies = kernel_bodies(source)
+    src = scan(source)  # once: the bodies and the unit-stride reader both read this scan
+    bodies = kernel_bodies(src)
     hints = OpHints()
     if not bodies:
         return hints
@@ -210,7 +212,7 @@ def _from_source_cached(source: str, rules: _Rules) -> OpHints:
                                                                                                  rules)
     hints.fields["single_custom_launch"], hints.evidence["single_custom_launch"] = _single_launch(source, rules)
     if rules.unit_stride is not None:  # missing (unknown) when no access depends on threadIdx.x or not followed
-        value, why = unit_stride(scan(source), rules.unit_stride)
+        value, why = unit_stride(src, rules.unit_stride)
         if value is not None:
             hints.fields["access_unit_stride"] = value
         hints.evidence["access_unit_stride"] = why
