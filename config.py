@@ -82,6 +82,9 @@ class HarnessSettings(_Section):
     library_policy: str | None = None  # None = the protocol's; forbid | allow_gemm_conv overrides it
     atol: float | None = None  # one tolerance for every dtype; None = the protocol's per-dtype tolerances
     rtol: float | None = None
+    # with baseline "compile" on a GPU: once = torch.compile measured once per task, GPU and software in a worker
+    # that runs no candidate; inline = compiled in every candidate's worker (docs/harness.md)
+    compile_baseline: Literal["once", "inline"] = "once"
     build_jobs: int = 0  # 0 = auto
 
 

@@ -68,7 +68,7 @@ def test_settings_and_config_agree_on_defaults():
     """One default per limit: the settings file and the harness config cannot disagree (run_timeout_s was 120/180)."""
     settings, cfg = HarnessSettings(), EvalConfig()
     for name in ("correctness_trials", "timing_trials", "timing_budget_s", "warmup", "build_timeout_s",
-                 "run_timeout_s", "protocol"):
+                 "run_timeout_s", "protocol", "compile_baseline"):
         assert getattr(settings, name) == getattr(cfg, name), name
     assert eval_config(settings.model_dump()) == EvalConfig.from_protocol("strict")
 

@@ -56,6 +56,9 @@ CHEAT_CHECKS: tuple[str, ...] = (
 )
 
 
+#: how the torch.compile baseline is measured (``EvalConfig.compile_baseline``)
+COMPILE_BASELINES: tuple[str, ...] = ("once", "inline")
+
 
 class _Record:
     """``to_dict`` / ``from_dict`` / ``to_json`` for the dataclasses below."""
@@ -104,6 +107,10 @@ class EvalConfig(_Record):
     allow_tf32: bool = False  # from the protocol: TF32-level error inside a fp32 task is accepted
     torch_ops: str = "reject"  # reject | warn: torch computing the whole op (from the protocol)
     baseline: str = "eager"  # eager | compile (torch.compile is timed as well)
+    # with baseline "compile" on a GPU: once = measured once per task, GPU and software in a worker that runs
+    # no candidate, then carried over to each candidate's eager time (compile_baseline.py); inline = torch.compile
+    # compiled and timed inside every candidate's worker (the only way on the CPU)
+    compile_baseline: str = "once"
     library_policy: str = "forbid"  # forbid | allow_gemm_conv (from the protocol)
     time: bool = True  # time when correct
     build_timeout_s: float = 300.0
@@ -134,6 +141,9 @@ class EvalConfig(_Record):
 
     def __post_init__(self) -> None:
         check_precision(self.precision, "EvalConfig.precision")
+        if self.compile_baseline not in COMPILE_BASELINES:
+            raise ValueError(f"EvalConfig.compile_baseline: {self.compile_baseline!r} is not one of "
+                             f"{', '.join(COMPILE_BASELINES)}")
 
     @property
     def precision_dtype(self) -> str:
