@@ -15,6 +15,7 @@ from .api import (
     check_candidate,
     evaluate,
     run_candidate,
+    seed_compile_baselines,
 )
 from .preflight import HarnessUnavailable
 from .profiling import profile
@@ -23,4 +24,5 @@ from .results import STATUSES, BuildResult, EvalConfig, EvalResult, ProfileResul
 __all__ = [
     "STATUSES", "BuildResult", "EvalConfig", "EvalJob", "EvalResult", "Evaluator", "HarnessUnavailable",
     "LocalEvaluator", "ProfileResult", "build", "build_many", "check_candidate", "evaluate", "profile", "run_candidate",
+    "seed_compile_baselines",
 ]

@@ -17,7 +17,7 @@ import queue
 import shutil
 import threading
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
@@ -25,6 +25,7 @@ from typing import Any, Protocol
 
 from kernelskill.errors import KernelskillError
 
+from . import compile_baseline
 from .build import build_key, default_cache_root, read_record, write_record
 from .fastpath import default_arch
 from .isolation import NAMESPACES
@@ -225,7 +226,13 @@ def _outcome_to_result(outcome: WorkerOutcome, cfg: EvalConfig, budget_s: float)
 
 def run_candidate(task: str | Path, candidate: str | Path, config: EvalConfig | None = None, *,
                   built: BuildResult | None = None, gpu: int | None = None) -> EvalResult:
-    """The GPU phase for a candidate that has been built (or whose build is deferred)."""
+    """The GPU phase for a candidate that has been built (or whose build is deferred).
+
+    With the torch.compile baseline on a GPU (``compile_baseline == "once"``), the baseline comes from the
+    store (measured first when missing, :func:`compile_baseline_record`) and the candidate's worker times
+    eager only; the compile figures are derived from both. When the baseline cannot be measured, the
+    candidate's worker compiles the reference itself, as with ``"inline"``, and ``details["compile_baseline"]``
+    says why."""
     cfg = config or EvalConfig()
     tpath = inspect_task(task).path
     cpath, source, kind = inspect_candidate(candidate)
@@ -237,8 +244,24 @@ def run_candidate(task: str | Path, candidate: str | Path, config: EvalConfig | 
                           build_log=built.log, details={"build_key": built.key, "build_cached": built.cached,
                                                         "isolation": available_isolation()},
                           task=str(task), candidate=str(candidate), protocol=cfg.protocol, precision=cfg.precision)
-    env = _build_env(cfg, built.key)
     device = gpu if gpu is not None else cfg.device
+    record, measured_now, note = None, False, ""
+    if compile_baseline.applies(cfg, _device_type()):
+        record, measured_now, note = compile_baseline_record(tpath, cfg, device)
+    worker_cfg = dataclasses.replace(cfg, baseline="eager") if record is not None else cfg
+    result = _evaluate_in_worker(tpath, cpath, kind, worker_cfg, built, device)
+    result.task, result.candidate = str(task), str(candidate)
+    if record is not None:
+        compile_baseline.apply_record(result, record, measured_now=measured_now)
+    elif note:
+        result.details["compile_baseline"] = note
+    return result
+
+
+def _evaluate_in_worker(tpath: Path, cpath: Path, kind: str, cfg: EvalConfig, built: BuildResult,
+                        device: int | None) -> EvalResult:
+    """One evaluation worker on ``device`` for a built candidate."""
+    env = _build_env(cfg, built.key)
     if device is not None:
         env["CUDA_VISIBLE_DEVICES"] = str(device)
     budget = cfg.run_timeout_s + (cfg.build_timeout_s if built.deferred else 0.0)
@@ -248,11 +271,83 @@ def run_candidate(task: str | Path, candidate: str | Path, config: EvalConfig | 
                          cache_entry=_cache_root(cfg) / built.key,
                          keep_workdir=cfg.keep_workdir, ready_key=_ready_key(env, []) if cfg.ready_workers else None)
     result = _outcome_to_result(outcome, cfg, budget)
-    result.task, result.candidate, result.protocol = str(task), str(candidate), cfg.protocol
+    result.task, result.candidate, result.protocol = str(tpath), str(cpath), cfg.protocol
     result.precision = cfg.precision
     result.details.update(build_key=built.key, build_cached=built.cached, build_seconds=round(built.seconds, 3),
                           build_deferred=built.deferred, device=device)
     return result
+
+
+#: baseline keys whose measurement failed in this process -> the note (not measured again in this process;
+#: never stored, since a timeout may not repeat)
+_BASELINE_FAILED: dict[str, str] = {}
+
+
+def compile_baseline_store(config: EvalConfig) -> compile_baseline.BaselineStore:
+    """The torch.compile baseline store of this config's cache root (written by the parent only)."""
+    return compile_baseline.BaselineStore(_cache_root(config) / compile_baseline.STORE_DIR)
+
+
+def compile_baseline_record(task: Path, config: EvalConfig, device: int | None
+                            ) -> tuple[dict[str, Any] | None, bool, str]:
+    """(record, measured now, note): the task's stored baseline, measured first when missing; (None, False,
+    a one-line note) when it cannot be had (the candidate's worker then compiles the reference itself)."""
+    fallback = "torch.compile was timed in this candidate's worker instead"
+    try:
+        task_bytes = Path(task).read_bytes()
+        env = compile_baseline.environment(device)
+        key = compile_baseline.baseline_key(task_bytes, config, env)
+        store = compile_baseline_store(config)
+        with store.lock(key):
+            record = store.get(key)
+            if record is not None:
+                return record, False, ""
+            if key in _BASELINE_FAILED:
+                return None, False, _BASELINE_FAILED[key]
+            record, why = measure_compile_baseline(task, task_bytes, config, device, key=key, env=env, store=store)
+            if record is not None:
+                store.put(record)
+                return record, True, ""
+            _BASELINE_FAILED[key] = f"compile baseline worker failed ({why}): {fallback}"
+            return None, False, _BASELINE_FAILED[key]
+    except Exception as exc:  # noqa: BLE001 - the candidate is still evaluated, the compile baseline inline
+        log.warning("compile baseline for %s: %s: %s", task, type(exc).__name__, exc)
+        first = (str(exc).splitlines() or [""])[0][:200]
+        return None, False, f"compile baseline unavailable ({type(exc).__name__}: {first}): {fallback}"
+
+
+def measure_compile_baseline(task: Path, task_bytes: bytes, config: EvalConfig, device: int | None, *, key: str,
+                             env: compile_baseline.Environment, store: compile_baseline.BaselineStore
+                             ) -> tuple[dict[str, Any] | None, str]:
+    """Time eager and torch.compile of the task's own Model in an evaluation worker that runs no candidate:
+    its candidate is the task's source with ``ModelNew = Model``, written here. (record, "") or (None, why)."""
+    source = store.write_source(key, compile_baseline.baseline_source(task_bytes.decode("utf-8")))
+    bcfg = compile_baseline.baseline_config(config)
+    built = build(source, bcfg)
+    if not built.ok:
+        return None, f"{built.status}: {built.message.splitlines()[0][:200] if built.message else ''}"
+    start = time.monotonic()
+    result = _evaluate_in_worker(Path(task), source, "python", bcfg, built, device)
+    record, why = compile_baseline.record_from_result(result, key=key, env=env, task_bytes=task_bytes,
+                                                      config=config)
+    log.info("compile baseline of %s on %s: %s in %.1f s", Path(task).name, env.gpu,
+             f"eager {record['eager_ms']:.4g} ms, torch.compile {record['compile_ms']:.4g} ms" if record else why,
+             time.monotonic() - start)
+    return record, why
+
+
+def seed_compile_baselines(task: str | Path, config: EvalConfig, records: Iterable[Any], *,
+                           device: int | None = None) -> int:
+    """Store records measured elsewhere (a run's eval events: ``details.timing.compile.measured``) whose key is
+    the one this machine computes now for ``task`` and ``config``; any other record is passed over (another
+    GPU, torch, triton, task or timing setting). Returns how many were written (0 or 1)."""
+    if not (config.baseline == "compile" and config.compile_baseline == "once"):
+        return 0
+    task_bytes = Path(task).read_bytes()
+    key = compile_baseline.baseline_key(task_bytes, config, compile_baseline.environment(device))
+    store = compile_baseline_store(config)
+    with store.lock(key):
+        return compile_baseline.seed_store(store, records, key)
 
 
 def _ready_key(env: dict[str, str], writable: list[str]) -> str:
