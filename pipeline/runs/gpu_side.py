@@ -162,6 +162,53 @@ class HarnessGPU:
 
         return profile(task, candidate, self.config(Path(task).parent)).to_dict()
 
+    def seed_compile_baselines(self, runs: Sequence[Run]) -> int:
+        """The harness's torch.compile baseline store (empty on a fresh box) from the runs' own records."""
+        return seed_compile_baselines(runs, self.config)
+
+
+def compile_records(runs: Iterable[Run]) -> dict[str, dict[str, Any]]:
+    """Every torch.compile baseline record in the runs' eval events (``details.timing.compile.measured``), by
+    key. The events are written by the parent process only (never by a worker), so they are trusted."""
+    found: dict[str, dict[str, Any]] = {}
+    for run in runs:
+        for event in run.log.of_type("eval"):
+            result = (event.get("data") or {}).get("result") or {}
+            timing = (result.get("details") or {}).get("timing") or {}
+            measured = (timing.get("compile") or {}).get("measured") if isinstance(timing, dict) else None
+            if isinstance(measured, dict) and isinstance(measured.get("key"), str):
+                found.setdefault(measured["key"], measured)
+    return found
+
+
+def _run_seeds(run: Run) -> set[int | None]:
+    """The seeds a run evaluates with: its own (None), its events' and its pending steps'."""
+    seeds: set[int | None] = {None}
+    seeds.update((e.get("data") or {}).get("seed") for e in run.log.of_type("eval"))
+    seeds.update(s.request.get("seed") for s in pending_gpu_steps([run]))
+    return {s for s in seeds if s is None or isinstance(s, int)}
+
+
+def seed_compile_baselines(runs: Sequence[Run], config: Callable[[Path, int | None], Any]) -> int:
+    """Seed the harness's torch.compile baseline store (empty on a fresh GPU box) from the records the runs
+    carry: a record is stored only where its key is the one the harness computes here and now for that run's
+    task and settings (another GPU, torch or triton gives another key: the baseline is measured again).
+    ``config(run_dir, seed)`` is the run's EvalConfig (:meth:`HarnessGPU.config`). Returns how many records
+    were stored."""
+    from kernelskill.pipeline.harness import seed_compile_baselines as seed
+
+    records = list(compile_records(runs).values())
+    written = 0
+    if not records:
+        return 0
+    for run in runs:
+        for run_seed in _run_seeds(run):
+            try:
+                written += seed(run.task_path, config(run.path, run_seed), records)
+            except Exception as exc:  # noqa: BLE001 - a record not seeded is measured again, nothing worse
+                log.warning("%s: compile baselines not seeded: %s: %s", run.id, type(exc).__name__, exc)
+    return written
+
 
 #: what a profile step skipped on purpose records (the loop then queries from the code and the measurements)
 SKIPPED_PROFILE = ("not profiled: the GPU side was told to skip profiles (--skip-profiles); the query reads the "
@@ -568,6 +615,10 @@ def main(argv: Sequence[str] | None = None) -> int:
                 print(f"gpu side ({time.monotonic() - started:.0f} s): {message}{count}", file=sys.stderr, flush=True)
 
             progress(f"{len(runs)} runs under {', '.join(map(str, args.dirs))}", None, None)
+            seeder = getattr(gpu, "seed_compile_baselines", None)  # a stand-in evaluator may have no store
+            seeded = seeder(runs) if seeder is not None else 0
+            if seeded:
+                progress(f"{seeded} torch.compile baselines taken from the runs' records", None, None)
             try:
                 rows = evaluate_pending(runs, evaluator,
                                         profile_ahead=not (args.no_profile_ahead or args.skip_profiles),
