@@ -10,7 +10,7 @@ Launches of the same kernel are grouped; the dominant kernel is the one with the
 duration (sum over its launches), and every kernel is kept for the report.
 
 Every value is range-checked as it is read: not finite (``inf``, ``1e999``), negative, a percentage
-above 100 (beyond a small tolerance for ncu's rounding of sustained peaks), a zero duration, or a
+above 100 by more than ncu's own overshoot of its sustained peaks (read as 100 up to that), a zero duration, or a
 number with misplaced thousands separators (``1,2,3,4``) is an error naming the file, line and metric.
 """
 
@@ -124,8 +124,10 @@ _COUNT_PREFIX_RE = re.compile(r"^(K|M|G|T)([a-z][a-z/_ ]*)$")
 
 
 _GROUPED_RE = re.compile(r"^[+-]?\d{1,3}(,\d{3})+(\.\d*)?([eE][+-]?\d+)?%?$")
-#: ncu's ``pct_of_peak_sustained`` values may exceed 100 by rounding; beyond this they are impossible.
-PCT_TOLERANCE = 2.0
+#: ncu's ``pct_of_peak_sustained`` values can pass 100: its sustained peak is a nominal rate, and a cuBLAS GEMM's
+#: L2 throughput read 104.5 % on an H100 (ncu 2025, session 5). Up to this many points above 100 a value is read
+#: and clamped to 100; beyond them it cannot be a measurement and the profile is refused.
+PCT_TOLERANCE = 20.0
 
 
 def parse_number(text: str) -> float | None:
@@ -317,6 +319,8 @@ def parse_csv_text(text: str, source: str = "<profile>", field_map: FieldMap | N
                 if problem is not None:
                     raise KernelskillError(f"{source}:{n}: column {raw!r} ({field}) holds {row[i][:40]!r}, "
                                            f"which {problem}; not a value ncu can measure")
+                if targets[field] == "pct" and v > 100.0:
+                    v = 100.0  # within the tolerance: at the peak
             values[field] = v
         launch_id = n - h - 3
         if id_col is not None:
