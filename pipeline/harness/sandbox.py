@@ -30,6 +30,7 @@ import re
 import secrets
 import shutil
 import signal
+import stat
 import subprocess
 import sys
 import tempfile
@@ -356,9 +357,12 @@ def entry_env(base: Path) -> dict[str, str]:
             "TRITON_CACHE_DIR": str(base / "triton")}
 
 
-def copy_tree(src: Path, dst: Path, cap: int = ENTRY_CAP) -> int:
+def copy_tree(src: Path, dst: Path, cap: int = ENTRY_CAP, *, owner: int | None = None) -> int:
     """Copy the plain files and folders of ``src`` into ``dst`` (links, devices and pipes are left out);
-    returns the bytes copied, or -1 past ``cap`` (what was copied stays: the caller removes it)."""
+    returns the bytes copied, or -1 past ``cap`` (what was copied stays: the caller removes it). The copies
+    keep no set-user-ID, set-group-ID or sticky bit (the parent may be root: a worker's file must not become
+    a root program). ``owner``: only files of that uid are copied (the worker's own output when it ran as
+    that uid: never a hard link it made to a file of root's)."""
     total = 0
     for folder, dirs, files in os.walk(src, followlinks=False):
         rel = Path(folder).relative_to(src)
@@ -367,12 +371,14 @@ def copy_tree(src: Path, dst: Path, cap: int = ENTRY_CAP) -> int:
         for name in files:
             path = os.path.join(folder, name)
             st = os.lstat(path)
-            if not os.path.isfile(path) or os.path.islink(path):
+            if not stat.S_ISREG(st.st_mode) or (owner is not None and st.st_uid != owner):
                 continue
             total += st.st_size
             if total > cap:
                 return -1
             shutil.copy2(path, dst / rel / name, follow_symlinks=False)
+            if stat.S_IMODE(st.st_mode) & ~0o777:
+                os.chmod(dst / rel / name, stat.S_IMODE(st.st_mode) & 0o777)
     return total
 
 
@@ -382,13 +388,14 @@ def _entry_in(entry: Path, workdir: Path) -> None:
             copy_tree(entry / part, workdir / ENTRY_COPY / part)
 
 
-def _entry_out(workdir: Path, entry: Path) -> bool:
-    """The builder's output becomes the entry (the parent writes the cache; no worker does)."""
+def _entry_out(workdir: Path, entry: Path, owner: int | None = None) -> bool:
+    """The builder's output becomes the entry (the parent writes the cache; no worker does). ``owner``: the
+    host uid the worker ran as, when not the parent's (the copies are the parent's own)."""
     ok = True
     for part in ENTRY_PARTS:
         shutil.rmtree(entry / part, ignore_errors=True)
         src = workdir / ENTRY_COPY / part
-        if src.is_dir() and copy_tree(src, entry / part) < 0:
+        if src.is_dir() and copy_tree(src, entry / part, owner=owner) < 0:
             ok = False
     if not ok:
         for part in ENTRY_PARTS:
