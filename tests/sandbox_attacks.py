@@ -276,6 +276,14 @@ def restore(before: dict[str, str], contents: dict[str, bytes]) -> None:
             Path(path).write_bytes(data)
 
 
+def denied(details: dict) -> tuple[str, ...]:
+    """How a write outside the work folder fails: EROFS (the read-only world) as the caller's own uid; as the
+    unprivileged uid (kernelskill runs as root) EACCES may come first, where that uid may not write anyway."""
+    if str(details.get("sandbox_identity", "")).startswith("unprivileged"):
+        return ("EROFS", "EACCES")
+    return ("EROFS",)
+
+
 def findings(message: str) -> dict:
     start = message.index("PROBE ") + len("PROBE ")
     return json.JSONDecoder().raw_decode(message[start:])[0]
