@@ -11,6 +11,7 @@ import os
 import shutil
 import subprocess
 import sys
+import tempfile
 from pathlib import Path
 
 import pytest
@@ -105,10 +106,24 @@ def test_as_root_a_needed_file_the_sandbox_cannot_read_is_one_clear_line(tmp_pat
     task = outside / "task.py"
     shutil.copyfile(ADD, task)
     task.chmod(0o600)  # root's own: the unprivileged uid cannot read it
+    before = _handed_over()
     with pytest.raises(HarnessUnavailable) as err:
         evaluate(task, GOOD, _cfg(tmp_path))
     text = str(err.value)
     assert f"cannot read {task}" in text and "mode 0600" in text and "\n" not in text
+    assert _handed_over() <= before  # the work folder made for it is not left behind
+
+
+def _handed_over() -> set[Path]:
+    """Work folders of the sandbox's uid in the temporary folder (another process's, root's, do not count)."""
+    out = set()
+    for path in Path(tempfile.gettempdir()).glob("ks-worker-*"):
+        try:
+            if path.stat().st_uid == isolation.outer_id():
+                out.add(path)
+        except OSError:
+            continue
+    return out
 
 
 @needs_root_sandbox

@@ -255,6 +255,7 @@ def _spawn(args: list[str], workdir: Path, env_extra: dict[str, str] | None, *, 
                                 stderr=subprocess.STDOUT, start_new_session=True, pass_fds=(write_end,))
     except BaseException:
         os.close(read_end)
+        shutil.rmtree(workdir, ignore_errors=True)  # made for this worker alone (a path it cannot read, ...)
         raise
     finally:
         os.close(write_end)  # only the worker holds it now: the channel ends when the worker does
