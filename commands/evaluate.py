@@ -73,6 +73,9 @@ def _render(data: dict[str, Any]) -> None:
     if d.get("isolation"):
         table.add_row("isolation", d["isolation"] if d["isolation"] == "namespaces"
                       else f"[yellow]{d.get('isolation_warning') or d['isolation']}[/]")
+    who = str(d.get("sandbox_identity") or "")
+    if who and not who.startswith("the caller"):  # kernelskill runs as root: who the sandbox's root was
+        table.add_row("sandbox user", who if who.startswith("unprivileged") else f"[yellow]{who}[/]")
     con.print(Panel(table, title=f"{Path(r.get('candidate', '')).name} on {Path(r.get('task', '')).name}",
                     expand=False))
     if r.get("build_log"):

@@ -12,7 +12,8 @@ nodes, the driver's proc files; optionally torch) in the parent and under the sa
     unshare-no-mount-proc    the same without --mount-proc
     launcher                 the real launcher and spec (read-only world, hidden folders, scratch tmpfs,
                              capabilities dropped)
-    launcher-no-hide         the launcher with nothing hidden and no scratch tmpfs
+    launcher-no-hide         the launcher with nothing hidden and no scratch tmpfs (as root, where the
+                             sandbox's uid is 65534, it cannot reach an interpreter under /root: exit 127)
     launcher-no-readonly     the launcher without the read-only world
     launcher-keep-caps       the launcher without dropping capabilities / no_new_privs
     launcher-seccomp         the real launcher, and the probe installs the worker's seccomp filter first
@@ -115,9 +116,9 @@ print("PROBE " + json.dumps(out))
 LAUNCHER = r'''
 import importlib.util, sys
 spec = importlib.util.spec_from_file_location("isolation", {path!r})
-iso = importlib.util.module_from_spec(spec); spec.loader.exec_module(iso)
+iso = importlib.util.module_from_spec(spec); sys.modules["isolation"] = iso; spec.loader.exec_module(iso)
 setattr(iso, {step!r}, lambda libc: None)
-sys.exit(iso.launch({spec_path!r}))
+sys.exit(iso.main({args!r}))
 '''
 #: variant -> the launcher step it switches off
 PATCHES = {"launcher-no-readonly": "make_world_read_only", "launcher-keep-caps": "_drop_privileges"}
@@ -125,10 +126,12 @@ PATCHES = {"launcher-no-readonly": "make_world_read_only", "launcher-keep-caps":
 
 def launcher_without(cmd: list[str], step: str) -> list[str]:
     """``cmd`` (from :func:`isolation.wrap`) with the sandbox launcher's ``step`` (a function of ``setup`` taking
-    ``libc``) switched off; the spec ``wrap`` wrote is used as it is."""
-    cut = cmd.index("--") + 1
-    code = LAUNCHER.format(path=str(Path(isolation.__file__).resolve()), step=step, spec_path=cmd[-1])
-    return [*cmd[:cut], sys.executable, "-I", "-S", "-c", code]
+    ``libc``) switched off; the spec ``wrap`` wrote is used as it is. ``cmd`` is ``unshare ... -- python
+    isolation.py SPEC``, or, where kernelskill runs as root, ``python isolation.py --map-to ID SPEC``."""
+    path = str(Path(isolation.__file__).resolve())
+    head = cmd[:cmd.index("--") + 1] if "--" in cmd else []
+    code = LAUNCHER.format(path=path, step=step, args=cmd[cmd.index(path) + 1:])
+    return [*head, sys.executable, "-I", "-S", "-c", code]
 
 
 def _row(name: str, proc: subprocess.CompletedProcess[str] | None, error: str = "") -> dict[str, object]:
@@ -162,6 +165,7 @@ def main() -> int:
     base_env = sandbox.scrub_env()
     rows = []
     work = Path(tempfile.mkdtemp(prefix="ks-cuda-probe-"))
+    work.chmod(0o755)  # as root the sandbox's uid is another: launcher-no-hide binds the variants' folders in place
     try:
         rows.append(_row("parent", _run(probe_cmd, dict(os.environ), work)))
         if unshare is None:

@@ -13,6 +13,7 @@ import json
 import os
 import random
 import secrets
+import shutil
 import socket
 import subprocess
 import sys
@@ -27,6 +28,11 @@ FAKE_NCU = CASES / "sandbox" / "fake_ncu"
 PACKAGE_FILES = [ROOT / "__init__.py", ROOT / "pipeline" / "harness" / "results.py"]
 #: host folders a root candidate once wrote into (failure 5)
 HOST_DIRS = ["/etc", "/opt", "/srv", "/usr/local"]
+#: a root-only file of the host that every Linux has (read by a candidate when kernelskill runs as root)
+SHADOW = "/etc/shadow"
+#: what the test's root-only file holds (not one of SECRETS: when the suite runs as an ordinary user that
+#: file is the user's own, which the sandbox does not hide)
+ROOT_ONLY_TEXT = "root-only-file-6b1d"
 
 SECRETS = {"cwd_toml": "toml-cwd-secret-4f1e", "home_toml": "toml-home-secret-9a0b", "dotenv": "dotenv-secret-77c3",
            "dotenv_local": "dotenv-local-secret-12de", "passphrase": "cuda-passphrase-secret-5e5e",
@@ -69,6 +75,9 @@ def _probe():
     out = {{"write": {{k: _try_write(v) for k, v in TARGETS.items()}},
            "read": {{k: _try_read(v) for k, v in READS.items()}},
            "env": sorted(k for k, v in os.environ.items() if k == "CUDA_PASSPHRASE" or any(s in v for s in SECRETS))}}
+    out["uid"] = [os.getuid(), os.getgid()]
+    out["cwd"] = os.getcwd()
+    out["work_file"] = _try_write(os.path.join(os.getcwd(), "ks-owner-probe.txt"))
     out["cache"] = {{os.path.relpath(p, CACHE): _try_write(p) for p in glob.glob(os.path.join(CACHE, "*", "build.json"))}}
     out["cache"]["<root>"] = _try_write(os.path.join(CACHE, "planted.json"))
     try:
@@ -209,6 +218,17 @@ class World:
         self.listener.listen(4)
         self.listener.setblocking(False)
         self.host_targets = {d.strip("/").replace("/", "_"): f"{d}/ks-sandbox-probe-{self.token}" for d in HOST_DIRS}
+        # outside every hidden and scratch folder (the sandbox shows it, read-only): a file only root may read,
+        # and a folder the sandbox's own user may write on the host (only the read-only world stops a plant)
+        self.root_only = self.sock_dir / "root-only.txt"
+        self.root_only.write_text(ROOT_ONLY_TEXT + "\n")
+        self.root_only.chmod(0o600)
+        self.own_dir = self.sock_dir / "sandbox-owned"
+        self.own_dir.mkdir()
+        if os.geteuid() == 0:  # the sandbox's root is the unprivileged id on the host
+            from kernelskill.pipeline.harness.isolation import outer_id
+
+            os.chown(self.own_dir, outer_id(), outer_id())
         self.before = self.snapshot()
 
     def env(self, **extra: str) -> dict[str, str]:
@@ -223,9 +243,11 @@ class World:
     def probe(self, name: str = "probe.py") -> Path:
         targets = {"package_init": str(PACKAGE_FILES[0]), "package_module": str(PACKAGE_FILES[1]),
                    "cwd_toml": str(self.project / "kernelskill.toml"), "home_toml": str(self.home / "kernelskill.toml"),
-                   "home_plant": str(self.home / "planted.toml"), **self.host_targets}
+                   "home_plant": str(self.home / "planted.toml"), "own_plant": str(self.own_dir / "planted.txt"),
+                   **self.host_targets}
         reads = {"dotenv": str(self.project / ".env"), "dotenv_local": str(self.project / ".env.local"),
-                 "cwd_toml": str(self.project / "kernelskill.toml"), "home_toml": str(self.home / "kernelskill.toml")}
+                 "cwd_toml": str(self.project / "kernelskill.toml"), "home_toml": str(self.home / "kernelskill.toml"),
+                 "root_only": str(self.root_only), "shadow": SHADOW}
         path = self.runs / name
         path.write_text(PROBE.format(targets=targets, reads=reads, secrets=list(SECRETS.values()),
                                      sock=self.sock_path, cache=str(self.cache)))
@@ -239,6 +261,7 @@ class World:
     def snapshot(self) -> dict[str, str]:
         files = [*PACKAGE_FILES, self.project / "kernelskill.toml", self.home / "kernelskill.toml",
                  self.home / "planted.toml", self.cache / "planted.json", *self.cache.glob("*/build.json"),
+                 self.root_only, self.own_dir / "planted.txt",
                  *(Path(p) for p in self.host_targets.values())]
         return {str(f): digest(f) for f in files}
 
@@ -262,9 +285,7 @@ class World:
 
     def close(self) -> None:
         self.listener.close()
-        for f in self.sock_dir.iterdir():
-            f.unlink()
-        self.sock_dir.rmdir()
+        shutil.rmtree(self.sock_dir)
         for path in self.host_targets.values():  # only if a sandbox failed: never leave a probe file behind
             Path(path).unlink(missing_ok=True)
 
@@ -274,6 +295,14 @@ def restore(before: dict[str, str], contents: dict[str, bytes]) -> None:
     for path, data in contents.items():
         if digest(Path(path)) != before[path]:
             Path(path).write_bytes(data)
+
+
+def denied(details: dict) -> tuple[str, ...]:
+    """How a write outside the work folder fails: EROFS (the read-only world) as the caller's own uid; as the
+    unprivileged uid (kernelskill runs as root) EACCES may come first, where that uid may not write anyway."""
+    if str(details.get("sandbox_identity", "")).startswith("unprivileged"):
+        return ("EROFS", "EACCES")
+    return ("EROFS",)
 
 
 def findings(message: str) -> dict:
@@ -291,7 +320,7 @@ spec = json.loads(sys.argv[1])
 protect(spec["home"])
 cfg = EvalConfig(cache_dir=spec["cache"], time=spec.get("time", False), correctness_trials=1, alt_shapes=False,
                  timing_trials=3, warmup=1, min_timing_trials=3, run_timeout_s=spec.get("timeout", 120),
-                 baseline=spec.get("baseline", "eager"))
+                 baseline=spec.get("baseline", "eager"), keep_workdir=spec.get("keep_workdir", False))
 jobs = [EvalJob(spec["task"], c, cfg, tag=t) for t, c in spec["jobs"]]
 out = LocalEvaluator(gpus=spec.get("gpus"), slots_per_gpu=spec.get("slots", 2)).submit(jobs)
 print(json.dumps([r.to_dict() for r in out]))

@@ -13,6 +13,7 @@ from __future__ import annotations
 import errno
 import json
 import os
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -33,6 +34,7 @@ from tests.sandbox_attacks import (
     PROFILE_ONE,
     SECRETS,
     World,
+    denied,
     findings,
     forging_candidate,
     run_script,
@@ -87,24 +89,66 @@ def test_probe_changes_nothing_it_judged_by_and_reads_no_secret(world, results):
     res = results["probe"]
     assert res["status"] == "runtime_error" and res["details"]["isolation"] == "namespaces", res["message"]
     found = findings(res["message"])
+    no = denied(res["details"])
     # 1: the package that judges it (and would run as the user next time) is read-only
-    assert found["write"]["package_init"] == "EROFS" and found["write"]["package_module"] == "EROFS", found
+    assert found["write"]["package_init"] in no and found["write"]["package_module"] in no, found
+    # the world is read-only for the sandbox's own user too: a host folder that user may write takes no plant
+    assert found["write"]["own_plant"] == "EROFS", found
     # 3: the starting folder's settings are hidden, the --home folder is not there at all
     assert found["write"]["cwd_toml"] in ("EROFS", "EACCES"), found
-    assert found["write"]["home_toml"] in ("EROFS", "ENOENT") and found["write"]["home_plant"] in ("EROFS", "ENOENT")
+    assert found["write"]["home_toml"] in (*no, "ENOENT") and found["write"]["home_plant"] in (*no, "ENOENT")
     # 4: .env, .env.local and both settings files read as nothing (hidden) or not at all
     assert all(v != "secret" for v in found["read"].values()), found
     # 5: as root too, nothing of the host is writable; a Unix socket outside is out of reach
     for key, value in found["write"].items():
         if key in world.host_targets:
-            assert value in ("EROFS", "ENOENT"), (key, value)
+            assert value in (*no, "ENOENT"), (key, value)
     assert found["unix"] == "socket:EPERM" and found["socketpair"] == "x", found
     assert not world.accepted()
     # 11: the environment filter is an allowlist: CUDA_PASSPHRASE and the API key never arrive
     assert found["env"] == [], found
     # the cache: no worker writes a record, nor plants a file in the cache root
-    assert all(v in ("EROFS", "ENOENT") for v in found["cache"].values()), found
+    assert all(v in (*no, "ENOENT") for v in found["cache"].values()), found
     assert world.unchanged()
+
+
+# ---- as root: the sandbox's root is an unprivileged uid on the host --------------------------------
+AS_ROOT = os.geteuid() == 0
+
+
+@needs_namespaces
+def test_as_root_a_candidate_reads_no_root_only_file(results):
+    """Run as root, kernelskill maps the sandbox's root to uid 65534: a file only root may read (mode 0600,
+    outside every hidden and scratch folder, so the sandbox shows it) stays unreadable, /etc/shadow too."""
+    if not AS_ROOT:
+        pytest.skip("the suite does not run as root: the sandbox's root is the caller's own uid")
+    res = results["probe"]
+    assert res["details"]["sandbox_identity"].startswith(f"unprivileged (uid {isolation.outer_id()} "), res["details"]
+    found = findings(res["message"])
+    assert found["read"]["root_only"] == "unreadable:EACCES", found["read"]
+    if os.path.exists("/etc/shadow"):
+        assert found["read"]["shadow"] == "unreadable:EACCES", found["read"]
+
+
+@needs_namespaces
+def test_the_sandbox_s_root_is_root_inside_and_its_files_are_the_mapped_uid_s(world):
+    """Inside, the candidate is uid 0 (of its own user namespace); what it writes in its work folder belongs,
+    on the host, to the uid its root is mapped to: 65534 when kernelskill runs as root, else the caller."""
+    probe = world.probe("probe_owner.py")
+    out = _run(EVALUATE_MANY, {"task": str(ADD), "cache": str(world.cache), "home": str(world.home),
+                               "jobs": [("owner", str(probe))], "gpus": [], "slots": 1, "keep_workdir": True}, world)
+    res = out[0]
+    found = findings(res["message"])
+    work = Path(found["cwd"])
+    try:
+        assert found["uid"] == [0, 0] and found["work_file"] == "written", found
+        owner = isolation.outer_id() if AS_ROOT else os.geteuid()
+        st = (work / "ks-owner-probe.txt").stat()
+        assert (st.st_uid, st.st_gid) == (owner, owner if AS_ROOT else os.getegid()), (st.st_uid, st.st_gid)
+        assert work.name.startswith("ks-worker-") and world.unchanged()
+    finally:
+        if work.name.startswith("ks-worker-"):
+            shutil.rmtree(work, ignore_errors=True)
 
 
 @needs_namespaces
@@ -112,6 +156,8 @@ def test_the_honest_candidate_still_passes(results):
     res = results["honest"]
     assert res["status"] == "ok" and res["correct"] and res["speedup"] > 0, res["message"]
     assert res["details"]["isolation"] == "namespaces"
+    if os.geteuid() == 0:  # an honest candidate still passes as the unprivileged uid
+        assert res["details"]["sandbox_identity"].startswith("unprivileged"), res["details"]
 
 
 # ---- 2: the verdict comes from the channel only ---------------------------------------------------
@@ -261,8 +307,11 @@ def test_profile_worker_runs_in_the_sandbox_and_says_so(world):
                              "home": str(world.home)}, world, KERNELSKILL_NCU=str(FAKE_NCU))
     assert res["isolation"] == "namespaces" and res["ok"], res["message"]
     found = json.loads(res["rows"][0]["Kernel Name"])
-    assert found["write"]["package_init"] == "EROFS" and found["unix"] == "socket:EPERM", found
+    assert found["write"]["package_init"] in denied({"sandbox_identity": res["identity"]}), found
+    assert found["unix"] == "socket:EPERM" and found["write"]["own_plant"] == "EROFS", found
     assert all(v != "secret" for v in found["read"].values()) and found["env"] == [], found
+    if AS_ROOT:  # the profiler's sandbox is unprivileged as well (the driver grants counters by capability)
+        assert res["identity"].startswith("unprivileged") and found["read"]["root_only"] == "unreadable:EACCES"
     assert world.unchanged()
 
 

@@ -39,6 +39,9 @@ try:
 except OSError as exc:
     out["own comm"] = errno.errorcode.get(exc.errno, str(exc.errno))
 seen = {}
+# what this process's own uid owns, and what root of the host owns (seen as the overflow uid: a user namespace
+# maps neither the host's root nor, as root's sandbox, any id but its own)
+owners = {os.getuid(), int(open("/proc/sys/kernel/overflowuid").read())}
 for root, dirs, files in os.walk("/proc", followlinks=False):
     top = root.split("/")[2] if root.count("/") >= 2 else ""
     if root == "/proc":
@@ -50,7 +53,7 @@ for root, dirs, files in os.walk("/proc", followlinks=False):
             st = os.lstat(path)
         except OSError:
             continue
-        if stat.S_ISREG(st.st_mode) and st.st_mode & 0o222 and st.st_uid == os.getuid():
+        if stat.S_ISREG(st.st_mode) and st.st_mode & 0o222 and st.st_uid in owners:
             seen[path] = can_open_for_writing(path)
     if len(seen) > 4000:
         break

@@ -192,6 +192,8 @@ def build_many(candidates: Sequence[str | Path], config: EvalConfig | None = Non
 def _outcome_to_result(outcome: WorkerOutcome, cfg: EvalConfig, budget_s: float) -> EvalResult:
     info = {"worker_seconds": round(outcome.seconds, 3), "worker_returncode": outcome.returncode,
             "peak_rss_mb": outcome.peak_rss_mb, "isolation": outcome.isolation}
+    if outcome.identity:  # who the sandbox's root was on the host (unprivileged where kernelskill runs as root)
+        info["sandbox_identity"] = outcome.identity
     if outcome.isolation != NAMESPACES:
         info["isolation_warning"] = ISOLATION_WARNING
     if outcome.forged:  # whatever else happened: the candidate tried to write its own verdict
@@ -449,6 +451,10 @@ class LocalEvaluator:
                         res = built
                     else:
                         res = run_candidate(job.task, job.candidate, cfgs[i], built=built, gpu=gpu)
+                except HarnessUnavailable as exc:  # the machine's problem (a path the sandbox cannot read)
+                    res = EvalResult(status=RUNTIME_ERROR, message=str(exc), details={"harness_failure": True},
+                                     task=job.task, candidate=job.candidate, protocol=cfgs[i].protocol,
+                                     precision=cfgs[i].precision)
                 except Exception as exc:  # noqa: BLE001 - a bad job never stops the queue
                     res = EvalResult(status=RUNTIME_ERROR, message=f"{type(exc).__name__}: {exc}",
                                      task=job.task, candidate=job.candidate, protocol=cfgs[i].protocol,

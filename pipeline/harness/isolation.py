@@ -33,6 +33,14 @@ cannot reach the network or a service's Unix socket. Mechanism, strongest first:
     seccomp filter (:func:`deny_unix_sockets`, ``socket(AF_UNIX)`` fails with EPERM, ``socketpair``
     works) that the worker installs before it imports the candidate, for every thread.
 
+    When kernelskill runs as root, the sandbox's root would be the real root (without capabilities, but the
+    owner of every root-only file): the launcher is then started as ``python -I -S isolation.py --map-to
+    65534 SPEC`` and maps the user namespace itself (:func:`launch_mapped`), so that the sandbox's root is
+    uid and gid 65534 (nobody) on the host; its work folder is handed over to that uid first
+    (:func:`hand_over`), and the folders it could not pass through are hidden with what it needs bound back
+    (:func:`reachable`). Where the map cannot be written, the probe falls back to the root mapping, with a
+    warning; :func:`sandbox_identity` says which ran.
+
 ``process-only``
     Where user namespaces are not available (no ``unshare``, disabled by the kernel or a security
     module): scrubbed environment, temporary HOME, own process group and limits, and the seccomp filter.
@@ -46,6 +54,7 @@ cannot run). Standard library only (ctypes for mount(2), mount_setattr(2), prctl
 from __future__ import annotations
 
 import ctypes
+import dataclasses
 import errno
 import fcntl
 import functools
@@ -55,12 +64,15 @@ import os
 import platform
 import pwd
 import shutil
+import signal
 import socket
+import stat
 import struct
 import subprocess
 import sys
 import tempfile
 import threading
+import traceback
 from pathlib import Path
 from typing import Any
 
@@ -82,6 +94,20 @@ WARNING = ("isolation: process-only (user namespaces are not available here, so 
 
 UNSHARE_ARGS = ["--user", "--map-root-user", "--pid", "--fork", "--mount", "--net", "--mount-proc",
                 "--propagation", "private"]
+#: the host uid and gid the sandbox's root becomes when kernelskill itself runs as root (nobody and nogroup):
+#: a candidate then reads only what any user of the machine may read, never a root-only file
+UNPRIVILEGED_ID = 65534
+#: another unprivileged id for that (one that no program of the machine runs as, where something runs as nobody)
+ENV_SANDBOX_ID = "KERNELSKILL_HARNESS_SANDBOX_ID"
+#: who the sandbox's root is on the host (``Identity.name``): the caller's own uid (kernelskill does not run as
+#: root, or process-only isolation), the unprivileged id, or root without capabilities (the fallback)
+CALLER, UNPRIVILEGED, ROOT = "caller", "unprivileged", "root"
+#: where the NVIDIA driver says whether GPU performance counters are for administrators only
+NVIDIA_PARAMS = "/proc/driver/nvidia/params"
+
+# unshare(2) and prctl(2) flags of the launcher that maps the sandbox's root itself (kernelskill as root)
+CLONE_NEWNS, CLONE_NEWUSER, CLONE_NEWPID, CLONE_NEWNET = 0x20000, 0x10000000, 0x20000000, 0x40000000
+MS_PRIVATE, PR_SET_PDEATHSIG = 1 << 18, 1
 
 # mount(2) / umount2(2) / prctl(2) constants (linux/fs.h, linux/prctl.h)
 MS_RDONLY, MS_NOSUID, MS_NODEV, MS_NOEXEC, MS_REMOUNT, MS_BIND, MS_REC = 1, 2, 4, 8, 32, 4096, 16384
@@ -163,17 +189,189 @@ def _unshare() -> str | None:
                                            None)
 
 
+@functools.lru_cache(maxsize=4)
+def _configured_id(raw: str) -> int:
+    if raw.isdigit() and 0 < int(raw) < 2**32 - 1:
+        return int(raw)
+    log.warning("%s=%r is not a uid above 0: the sandbox uses %d", ENV_SANDBOX_ID, raw, UNPRIVILEGED_ID)
+    return UNPRIVILEGED_ID
+
+
+def outer_id() -> int | None:
+    """The host uid and gid the sandbox's root is mapped to by this module's own launcher: None where
+    kernelskill does not run as root (``unshare --map-root-user`` maps it to the caller's own uid), else
+    :data:`UNPRIVILEGED_ID` (or ``KERNELSKILL_HARNESS_SANDBOX_ID``)."""
+    if os.geteuid() != 0:
+        return None
+    raw = os.environ.get(ENV_SANDBOX_ID, "").strip()
+    return _configured_id(raw) if raw else UNPRIVILEGED_ID
+
+
+def counters_admin_only(params: str = NVIDIA_PARAMS) -> bool:
+    """Whether the NVIDIA driver restricts GPU performance counters to administrators
+    (``RmProfilingAdminOnly: 1``; no driver file: not restricted). The driver decides that by capability,
+    not by uid (its administrator test is ``capable(CAP_SYS_ADMIN)``, its profiling one ``CAP_PERFMON``, both
+    of the host's namespace), so Nsight Compute inside a sandbox, which holds no capability, fails with
+    ERR_NVGPUCTRPERM whoever the sandbox's root is: the profiler gets the same unprivileged identity as
+    every worker, and the profile says why it has no counters."""
+    try:
+        text = Path(params).read_text(errors="replace")
+    except OSError:
+        return False
+    for line in text.splitlines():
+        name, _, value = line.partition(":")
+        if name.strip() == "RmProfilingAdminOnly":
+            return value.strip() not in ("", "0")
+    return False
+
+
+@dataclasses.dataclass(frozen=True)
+class Identity:
+    """Who the sandbox's root is on the host. ``outer``: the uid and gid this module's launcher maps it to
+    (None: ``unshare --map-root-user``, the caller's own uid); ``reason``: why root stays root."""
+
+    name: str
+    outer: int | None = None
+    reason: str = ""
+
+    def describe(self) -> str:
+        if self.name == UNPRIVILEGED:
+            return f"unprivileged (uid {self.outer} on the host, since kernelskill runs as root)"
+        if self.name == ROOT:
+            return f"root without capabilities ({self.reason})"
+        return f"the caller's own uid {os.geteuid()}"
+
+
+#: why the probe could not map the sandbox's root to the unprivileged id (empty: it could, or it did not try)
+_fallback = ""
+
+
+def sandbox_identity() -> Identity:
+    """The identity a worker's sandbox gets on this machine (the profiler's too: see
+    :func:`counters_admin_only`)."""
+    if available() != NAMESPACES:
+        return Identity(CALLER)
+    outer = outer_id()
+    if outer is None:
+        return Identity(CALLER)
+    if _fallback:
+        return Identity(ROOT, reason=f"the unprivileged uid {outer} could not be set up here: {_fallback}")
+    return Identity(UNPRIVILEGED, outer)
+
+
+def hand_over(path: str | os.PathLike[str], outer: int | None) -> None:
+    """Give a folder of the sandbox's own (its work folder, a build folder it writes) and what the parent put
+    in it to the sandbox's user ``outer`` (None: nothing to do). Only what root owns changes hands, a file
+    with another link never (a hard link the sandbox made to a file outside), and no link is followed (the
+    tree is walked by descriptor: a folder swapped for a link meanwhile is not entered)."""
+    if outer is None:
+        return
+    try:
+        st = os.lstat(path)
+    except FileNotFoundError:
+        return
+    if stat.S_ISLNK(st.st_mode):
+        return
+    if st.st_uid == 0:
+        os.chown(path, outer, outer, follow_symlinks=False)
+    if not stat.S_ISDIR(st.st_mode):
+        return
+    for _folder, dirs, files, dirfd in os.fwalk(path, follow_symlinks=False):
+        for name in [*dirs, *files]:
+            try:
+                entry = os.stat(name, dir_fd=dirfd, follow_symlinks=False)
+                if entry.st_uid == 0 and (stat.S_ISDIR(entry.st_mode) or entry.st_nlink == 1):
+                    os.chown(name, outer, outer, dir_fd=dirfd, follow_symlinks=False)
+            except FileNotFoundError:
+                continue
+
+
+class Unreachable(RuntimeError):
+    """A path the worker needs that the sandbox's unprivileged user cannot read (one line, naming it)."""
+
+
+def _allows(st: os.stat_result, outer: int, bits: int) -> bool:
+    """Whether uid and gid ``outer`` (no other group) may do ``bits`` (4 read, 1 search) on a file of ``st``."""
+    shift = 6 if st.st_uid == outer else 3 if st.st_gid == outer else 0
+    return (st.st_mode >> shift) & bits == bits
+
+
+def _shown_real(path: str, covered: list[str], kept: list[str]) -> bool:
+    """Whether the sandbox shows the host's own folder at ``path``: no hidden or scratch folder covers it, or a
+    kept path (bound back) covers it more closely. Else it is a tmpfs or a folder the launcher made (0755)."""
+    cover = max((d for d in covered if _under(path, d)), key=len, default=None)
+    if cover is None:
+        return True
+    keep = max((k for k in kept if _under(path, k)), key=len, default=None)
+    return keep is not None and len(keep) > len(cover)
+
+
+_WARNED: set[str] = set()
+
+
+def reachable(spec: dict[str, Any], outer: int, essential: set[str]) -> list[str]:
+    """Check that uid ``outer`` reaches every path of ``spec`` the worker needs; returns the folders to hide
+    besides the spec's own, so that nothing is chmod-ed and nothing becomes visible that this uid could not
+    see anyway. A host folder it cannot pass through (mode 0700, neither hidden nor a scratch folder) on the
+    way to a kept path, and a kept folder it cannot read (a build cache made 0700), become an empty tmpfs
+    with the kept paths inside bound back (such a kept folder leaves ``spec["read_only"]``). A kept file it
+    cannot read raises :class:`Unreachable` when the worker cannot do without it (``essential``: the task,
+    the candidate, the profiler, the interpreter's folder, this package); any other stays as it is (a
+    warning, once)."""
+    covered = [*spec["hide_dirs"], *spec["scratch_dirs"]]
+    extra: list[str] = []
+    for path in sorted(spec["read_only"]):
+        try:
+            st = os.stat(path)
+        except OSError:
+            continue
+        folder = stat.S_ISDIR(st.st_mode)
+        if path in spec["writable"] or _allows(st, outer, 5 if folder else 4):
+            continue  # the work folder and the folders it writes are handed over (see hand_over)
+        what = (f"the sandbox runs as uid {outer} (kernelskill runs as root) and cannot read {path} (mode "
+                f"{stat.S_IMODE(st.st_mode):04o}, uid {st.st_uid}, gid {st.st_gid})")
+        if path in essential:
+            raise Unreachable(f"{what}: make it readable for other users (or set {ENV_SANDBOX_ID} to an id "
+                              "that may read it)")
+        if folder:
+            extra.append(path)
+        elif path not in _WARNED:
+            _WARNED.add(path)
+            log.warning("%s; a worker that needs it will fail", what)
+    spec["read_only"] = [p for p in spec["read_only"] if p not in extra]
+    kept = sorted({*spec["read_only"], *spec["writable"]})
+    targets = [*kept, *(dst for _src, dst in spec.get("binds", []))]
+    for path in sorted(targets, key=lambda p: p.count("/")):
+        parts = path.strip("/").split("/")
+        for depth in range(1, len(parts)):
+            folder_path = "/" + "/".join(parts[:depth])
+            if folder_path in kept or not _shown_real(folder_path, [*covered, *extra], kept):
+                continue
+            try:
+                st = os.stat(folder_path)
+            except OSError:
+                break
+            if not _allows(st, outer, 1):
+                extra.append(folder_path)
+    return extra
+
+
 def wrap(cmd: list[str], *, workdir: Path, env: dict[str, str], read_only: list[str],
          writable: list[str], close_fds: list[int] | None = None, loopback: bool = False,
-         binds: list[tuple[str, str]] | None = None) -> list[str]:
+         binds: list[tuple[str, str]] | None = None, identity: Identity | None = None) -> list[str]:
     """The command line that runs ``cmd`` inside the namespaces (the spec is written into ``workdir``).
 
     ``writable``: the only folders the sandbox may write besides ``workdir`` (made now if missing).
     ``close_fds``: descriptors the launcher closes once the worker runs (the result channel: only the
     worker holds it). ``loopback``: bring the sandbox's own loopback interface up (the profiler).
     ``binds``: ``(source, target)`` pairs: the writable folder ``source`` appears at ``target`` (a build-cache
-    entry copied into the work folder, seen at the entry's fixed path).
+    entry copied into the work folder, seen at the entry's fixed path). ``identity``: who the sandbox's
+    root is on the host (default: :func:`sandbox_identity`). With an unprivileged one (kernelskill runs as
+    root) ``workdir`` and ``writable`` are handed over to it, and the command is this module's own launcher,
+    which maps the user namespace itself (:func:`launch_mapped`) instead of ``unshare --map-root-user``.
+    Raises :class:`Unreachable` when that user cannot read a path the worker needs.
     """
+    who = identity or sandbox_identity()
     folders, files = hidden_paths()
     nvidia = [str(p) for p in Path("/run").glob("nvidia*")] if Path("/run").is_dir() else []
     # the package's link folder, and the tools and libraries the worker's environment points to (nvcc,
@@ -201,19 +399,39 @@ def wrap(cmd: list[str], *, workdir: Path, env: dict[str, str], read_only: list[
             "cwd": str(workdir), "cmd": cmd, "close_fds": list(close_fds or []), "loopback": loopback,
             "binds": [[os.path.realpath(a), os.path.realpath(b)] for a, b in binds or []]}
     spec_path = workdir / "sandbox.spec.json"
+    if who.outer is not None:
+        return _wrap_mapped(spec, spec_path, who.outer, read_only)
     spec_path.write_text(json.dumps(spec))
     unshare = _unshare()
     assert unshare is not None
     return [unshare, *UNSHARE_ARGS, "--", sys.executable, "-I", "-S", str(Path(__file__).resolve()), str(spec_path)]
 
 
+def _wrap_mapped(spec: dict[str, Any], spec_path: Path, outer: int, read_only: list[str]) -> list[str]:
+    """The command line of a sandbox whose root is ``outer`` on the host: its writable folders handed over,
+    the folders it cannot pass through hidden (see :func:`reachable`), and the spec written by root (the
+    launcher reads only a spec of its own owner: not one the sandbox's user put there)."""
+    for path in spec["writable"]:
+        hand_over(path, outer)
+    essential = {os.path.realpath(p) for p in read_only if os.path.isfile(p)}
+    essential |= {os.path.dirname(os.path.realpath(sys.executable)), str(Path(__file__).resolve().parents[2])}
+    spec["hide_dirs"] = sorted({*spec["hide_dirs"], *reachable(spec, outer, essential)})
+    spec_path.unlink(missing_ok=True)
+    fd = os.open(spec_path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o644)
+    with os.fdopen(fd, "w") as fh:
+        fh.write(json.dumps(spec))
+    return [sys.executable, "-I", "-S", str(Path(__file__).resolve()), "--map-to", str(outer), str(spec_path)]
+
+
 @functools.lru_cache(maxsize=1)
 def available() -> str:
-    """Which isolation this machine offers (probed once per process by running the launcher)."""
+    """Which isolation this machine offers (probed once per process by running the launcher; as root, also
+    whether the sandbox's root can be the unprivileged uid: :func:`sandbox_identity`)."""
+    global _fallback
     forced = os.environ.get(ENV_FORCE, "").strip().lower()
     if forced in ("process", PROCESS_ONLY, "none"):
         return PROCESS_ONLY
-    problem = _probe()
+    problem, _fallback = _probe_full()
     if problem is None:
         return NAMESPACES
     if forced == NAMESPACES:
@@ -223,30 +441,55 @@ def available() -> str:
 
 
 def _probe() -> str | None:
+    """Why the sandbox does not start here (None when it does)."""
+    return _probe_full()[0]
+
+
+def _probe_full() -> tuple[str | None, str]:
+    """``(why the sandbox does not start here or None, why its root is not the unprivileged uid or "")``.
+    As root it first tries the unprivileged identity, the one workers get; where that fails, it says so (a
+    warning, and :func:`sandbox_identity` gives the reason) and tries the root mapping of ``unshare
+    --map-root-user`` instead."""
     if sys.platform != "linux":
-        return "not Linux"
+        return "not Linux", ""
+    fallback = ""
+    outer = outer_id()
+    if outer is not None:
+        problem = _probe_as(Identity(UNPRIVILEGED, outer))
+        if problem is None:
+            return None, ""
+        fallback = problem
+        log.warning("sandbox: kernelskill runs as root, and the sandbox's root could not be mapped to the "
+                    "unprivileged uid %d (%s); candidates run as root without capabilities instead, which can "
+                    "read root-only files outside the hidden folders", outer, problem)
     if _unshare() is None:
-        return "no unshare program (util-linux)"
+        return "no unshare program (util-linux)", fallback
+    return _probe_as(Identity(CALLER)), fallback
+
+
+def _probe_as(identity: Identity) -> str | None:
     workdir = Path(tempfile.mkdtemp(prefix="ks-sandbox-probe-"))
+    failed = "the sandbox failed" if identity.outer is not None else "unshare failed"
     try:
         # the probe checks the property, not only that unshare starts: / must be read-only inside
         check = ("import os, sys\ntry:\n    open('/ks-probe-write', 'w')\nexcept OSError:\n    pass\n"
                  "else:\n    os.unlink('/ks-probe-write')\n    sys.exit(7)\n"
                  "try:\n    open('/proc/thread-self/comm', 'w').write('ks-probe')\nexcept OSError:\n    sys.exit(8)")
-        cmd = wrap([sys.executable, "-I", "-S", "-c", check], workdir=workdir, env={}, read_only=[], writable=[])
         try:
+            cmd = wrap([sys.executable, "-I", "-S", "-c", check], workdir=workdir, env={}, read_only=[],
+                       writable=[], identity=identity)
             proc = subprocess.run(cmd, capture_output=True, text=True, timeout=30, cwd=workdir,
                                   env={"PATH": os.environ.get("PATH", "/usr/bin:/bin")})
-        except (OSError, subprocess.TimeoutExpired) as exc:
-            return f"unshare failed: {exc}"
+        except (OSError, Unreachable, subprocess.TimeoutExpired) as exc:
+            return f"{failed}: {exc}"
         if proc.returncode == 7:
             return "the sandbox could not make the file system read-only"
         if proc.returncode == 8:  # cuInit names its threads there: without it a worker has no GPU
             return PROC_READ_ONLY
         if proc.returncode != 0:
             last = (proc.stderr.strip() or proc.stdout.strip() or f"exit {proc.returncode}").splitlines()[-1]
-            return f"unshare failed: {last[:200]}"
-        return _cuda_problem(workdir)
+            return f"{failed}: {last[:200]}"
+        return _cuda_problem(workdir, identity)
     finally:
         shutil.rmtree(workdir, ignore_errors=True)
 
@@ -258,7 +501,7 @@ CUDA_CHECK = ("import ctypes, sys\ntry:\n    cuda = ctypes.CDLL('libcuda.so.1')\
 CUDA_ENV = ("PATH", "LD_LIBRARY_PATH", "CUDA_VISIBLE_DEVICES", "NVIDIA_VISIBLE_DEVICES", "NVIDIA_DRIVER_CAPABILITIES")
 
 
-def _cuda_problem(workdir: Path) -> str | None:
+def _cuda_problem(workdir: Path, identity: Identity) -> str | None:
     """On a machine with an NVIDIA driver: why CUDA starts outside the sandbox but not inside it (None when it
     starts in both, or in neither). A sandbox that takes the GPU away would make every GPU job a harness
     failure; the first wave-3 trip found exactly that (a read-only /proc), so it is checked, not assumed."""
@@ -270,9 +513,9 @@ def _cuda_problem(workdir: Path) -> str | None:
         outside = subprocess.run(cmd, capture_output=True, text=True, timeout=60, env=env)
         if outside.returncode != 0:
             return None  # no CUDA here at all: the harness says so itself
-        inside = subprocess.run(wrap(cmd, workdir=workdir, env=env, read_only=[], writable=[]),
+        inside = subprocess.run(wrap(cmd, workdir=workdir, env=env, read_only=[], writable=[], identity=identity),
                                 capture_output=True, text=True, timeout=60, cwd=workdir, env=env)
-    except (OSError, subprocess.TimeoutExpired) as exc:
+    except (OSError, Unreachable, subprocess.TimeoutExpired) as exc:
         return f"the sandbox's CUDA check did not finish: {exc}"
     if inside.returncode == 0:
         return None
@@ -483,17 +726,25 @@ def _loopback_up() -> None:
         fcntl.ioctl(sock.fileno(), siocsifflags, struct.pack("16sh14x", b"lo", flags | iff_up))
 
 
-def setup(spec: dict[str, Any]) -> None:
-    """Make the world read-only, hide the secrets' folders and files, bring back what the worker needs.
+@dataclasses.dataclass
+class Opened:
+    """The kept paths (``O_PATH`` descriptors) to bind back, opened before anything is hidden."""
 
-    Kept paths are opened (``O_PATH``) before anything is hidden and bound back from ``/proc/self/fd``
-    afterwards. Hiding and bringing back run in order of path depth, so a hidden folder inside a kept
-    one (a kernelskill home inside the repository) is hidden again, and a kept file inside that (the task
-    of a run) comes back again. Writable paths are always bound (on a read-only world) and made writable.
-    """
-    libc = _libc()
-    scratch = set(spec.get("scratch_dirs", []))
-    hide_dirs = [*spec["hide_dirs"], *sorted(scratch)]
+    fds: dict[str, int]
+    binds: list[tuple[int, str]]
+
+    def close(self) -> None:
+        for fd in [*self.fds.values(), *(fd for fd, _dst in self.binds)]:
+            try:
+                os.close(fd)
+            except OSError:
+                pass
+
+
+def open_kept(spec: dict[str, Any]) -> Opened:
+    """Open what :func:`setup` binds back: the writable paths, the kept paths inside hidden or scratch
+    folders, the sources of ``binds``."""
+    hide_dirs = [*spec["hide_dirs"], *sorted(spec.get("scratch_dirs", []))]
     keeps = {p: True for p in spec["read_only"]} | {p: False for p in spec["writable"]}
     fds: dict[str, int] = {}
     for path, read_only in keeps.items():
@@ -502,7 +753,24 @@ def setup(spec: dict[str, Any]) -> None:
                 fds[path] = os.open(path, os.O_PATH)
             except OSError as exc:  # gone since the spec was written (a test's temporary folder on sys.path)
                 log.warning("sandbox: %s is not kept (%s)", path, exc.strerror)
-    bind_fds = [(os.open(src, os.O_PATH), dst) for src, dst in spec.get("binds", [])]
+    return Opened(fds, [(os.open(src, os.O_PATH), dst) for src, dst in spec.get("binds", [])])
+
+
+def setup(spec: dict[str, Any], opened: Opened | None = None) -> None:
+    """Make the world read-only, hide the secrets' folders and files, bring back what the worker needs.
+
+    Kept paths are opened (``O_PATH``) before anything is hidden (``opened``: by the mapped launcher, while
+    it was still the host's root) and bound back from ``/proc/self/fd`` afterwards. Hiding and bringing
+    back run in order of path depth, so a hidden folder inside a kept one (a kernelskill home inside the
+    repository) is hidden again, and a kept file inside that (the task of a run) comes back again. Writable
+    paths are always bound (on a read-only world) and made writable.
+    """
+    libc = _libc()
+    scratch = set(spec.get("scratch_dirs", []))
+    hide_dirs = [*spec["hide_dirs"], *sorted(scratch)]
+    keeps = {p: True for p in spec["read_only"]} | {p: False for p in spec["writable"]}
+    opened = opened or open_kept(spec)
+    fds, bind_fds = opened.fds, opened.binds
     if spec.get("loopback"):
         _loopback_up()
     make_world_read_only(libc)
@@ -588,12 +856,138 @@ def _setup_state(spec: dict[str, Any]) -> str:
 
 
 def launch(spec_path: str) -> int:
-    """PID 1 of the sandbox: set up, run the worker, record how it ended, exit. Nothing configures logging
-    in this process: its warnings reach stderr (the worker's output, which the harness keeps) through
-    logging's last-resort handler, message only."""
-    spec = json.loads(Path(spec_path).read_text())
+    """PID 1 of the sandbox (started by ``unshare``): set up, run the worker, record how it ended, exit.
+    Nothing configures logging in this process: its warnings reach stderr (the worker's output, which the
+    harness keeps) through logging's last-resort handler, message only."""
+    return _pid1(json.loads(Path(spec_path).read_text()))
+
+
+def _read_own_spec(spec_path: str) -> dict[str, Any]:
+    """The spec, if it is a plain file of this process's own owner (root wrote it; the sandbox's user owns
+    the folder around it, so a spec of any other owner is refused)."""
+    fd = os.open(spec_path, os.O_RDONLY | os.O_NOFOLLOW)
+    with os.fdopen(fd) as fh:
+        st = os.fstat(fh.fileno())
+        if not stat.S_ISREG(st.st_mode) or st.st_uid != os.geteuid() or st.st_mode & 0o022:
+            raise OSError(errno.EPERM, f"{spec_path} is not a spec of the launcher's own")
+        return json.loads(fh.read())
+
+
+def _unshare_ns(libc: Any, flags: int, what: str) -> None:
+    if libc.unshare(flags) != 0:
+        err = ctypes.get_errno()
+        raise OSError(err, f"no new {what} namespace: {os.strerror(err)}")
+
+
+def _map_user(libc: Any, outer: int) -> None:
+    """Enter a new user namespace whose root is uid and gid ``outer`` on the host. Its maps are written as
+    ``newuidmap`` would: by a helper still in the host's namespace, where it is root (CAP_SETUID and
+    CAP_SETGID there allow any map); ``setgroups`` is denied (no one in the sandbox changes groups)."""
+    me = os.getpid()
+    go_r, go_w = os.pipe()
+    done_r, done_w = os.pipe()
+    helper = os.fork()
+    if helper == 0:  # pragma: no cover - the helper's own process
+        answer = b"cancelled"
+        try:
+            os.close(go_w)
+            os.close(done_r)
+            if os.read(go_r, 1) == b"1":
+                for name, text in (("setgroups", "deny"), ("uid_map", f"0 {outer} 1\n"), ("gid_map", f"0 {outer} 1\n")):
+                    answer = f"/proc/{me}/{name}".encode()
+                    fd = os.open(f"/proc/{me}/{name}", os.O_WRONLY)
+                    try:
+                        os.write(fd, text.encode())
+                    finally:
+                        os.close(fd)
+                answer = b"ok"
+        except OSError as exc:
+            answer = answer + f": {exc.strerror}".encode()
+        finally:
+            try:
+                os.write(done_w, answer)
+            finally:
+                os._exit(0)
+    os.close(go_r)
+    os.close(done_w)
     try:
-        setup(spec)
+        err = 0 if libc.unshare(CLONE_NEWUSER) == 0 else ctypes.get_errno()
+        os.write(go_w, b"1" if err == 0 else b"0")
+        answer = os.read(done_r, 1024)
+    finally:
+        os.close(go_w)
+        os.close(done_r)
+        os.waitpid(helper, 0)
+    if err:
+        raise OSError(err, f"no new user namespace: {os.strerror(err)}")
+    if answer != b"ok":
+        raise OSError(errno.EPERM, f"the user map 0 -> {outer} could not be written ({answer.decode(errors='replace')})")
+
+
+def launch_mapped(outer: int, spec_path: str) -> int:
+    """The sandbox when kernelskill runs as root (started as root in the host's namespaces): the sandbox's
+    root becomes uid and gid ``outer`` on the host, which reads only what any user may read.
+
+    Supplementary groups go first (root's would stay in force); then a user namespace with the map
+    ``0 outer 1`` (:func:`_map_user`) and a private mount namespace. The kept paths are opened there while
+    this process is still the host's root (its owner's rights reach into ``/root``: the interpreter of a
+    virtual environment may live there); only then does it become the namespace's root (``outer`` on the
+    host), and it makes the PID and network namespaces. Its child is the sandbox's PID 1 (a fresh
+    ``/proc``, :func:`setup` with the opened paths, the worker); this process waits and exits as it did,
+    as ``unshare --fork`` would."""
+    libc = _libc()
+    try:
+        spec = _read_own_spec(spec_path)
+        os.setgroups([])
+        _map_user(libc, outer)
+        _unshare_ns(libc, CLONE_NEWNS, "mount")
+        _mount(libc, None, "/", None, MS_REC | MS_PRIVATE)
+        opened = open_kept(spec)
+        os.setresgid(0, 0, 0)
+        os.setresuid(0, 0, 0)
+        _unshare_ns(libc, CLONE_NEWPID | CLONE_NEWNET, "PID and network")
+    except (OSError, ValueError) as exc:
+        log.error("sandbox setup failed: %s (set %s=process to run without the namespaces)", exc, ENV_FORCE)
+        return 125
+    pid = os.fork()
+    if pid == 0:  # PID 1 of the new PID namespace
+        code = 125
+        try:
+            libc.prctl(PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)  # no sandbox outlives its launcher
+            try:
+                _mount(libc, "proc", "/proc", "proc", MS_NOSUID | MS_NODEV | MS_NOEXEC)
+            except OSError as exc:
+                log.error("sandbox setup failed: %s (set %s=process to run without the namespaces)", exc,
+                          ENV_FORCE)
+            else:
+                code = _pid1(spec, opened)
+        except BaseException:  # noqa: BLE001 - whatever it is, this fork never returns into the caller
+            traceback.print_exc()
+        finally:
+            os._exit(code)
+    opened.close()
+    for fd in spec.get("close_fds", []):  # only the worker holds the result channel
+        try:
+            os.close(int(fd))
+        except OSError:
+            pass
+    while True:
+        try:
+            _done, status = os.waitpid(pid, 0)
+            break
+        except ChildProcessError:  # pragma: no cover
+            return 125
+    if os.WIFSIGNALED(status):
+        sig = os.WTERMSIG(status)
+        signal.signal(sig, signal.SIG_DFL)
+        os.kill(os.getpid(), sig)
+        return 128 + sig
+    return os.WEXITSTATUS(status)
+
+
+def _pid1(spec: dict[str, Any], opened: Opened | None = None) -> int:
+    try:
+        setup(spec, opened)
     except OSError as exc:
         log.error("sandbox setup failed: %s (set %s=process to run without the namespaces); %s", exc, ENV_FORCE,
                   _setup_state(spec))
@@ -622,5 +1016,12 @@ def launch(spec_path: str) -> int:
     return 0 if code == 0 else (code if code > 0 else 128 - code)
 
 
+def main(argv: list[str]) -> int:
+    """``SPEC`` (inside ``unshare``) or ``--map-to OUTER SPEC`` (as root: :func:`launch_mapped`)."""
+    if argv[:1] == ["--map-to"]:
+        return launch_mapped(int(argv[1]), argv[2])
+    return launch(argv[0])
+
+
 if __name__ == "__main__":
-    sys.exit(launch(sys.argv[1]))
+    sys.exit(main(sys.argv[1:]))

@@ -17,7 +17,7 @@ import shutil
 from pathlib import Path
 
 from .api import _build_env, _cache_root, build
-from .isolation import NAMESPACES
+from .isolation import NAMESPACES, counters_admin_only
 from .isolation import available as available_isolation
 from .loader import inspect_candidate, inspect_task
 from .results import EvalConfig, ProfileResult
@@ -68,6 +68,13 @@ PERMISSION_HELP = (
     "ask the administrator to load the driver with NVreg_RestrictProfilingToAdminUsers=0 (see "
     "https://developer.nvidia.com/ERR_NVGPUCTRPERM); evaluation without --profile still works."
 )
+#: why running kernelskill as root does not help inside the sandbox
+SANDBOXED_HELP = (
+    " The profiler runs inside the candidate's sandbox, where it holds no administrator right: the driver grants "
+    "the counters by capability (CAP_SYS_ADMIN or CAP_PERFMON of the host), not by uid, and the sandbox drops "
+    "every capability, whoever its root is."
+)
+ADMIN_ONLY = " This driver reports RmProfilingAdminOnly: 1 (/proc/driver/nvidia/params)."
 
 
 def find_ncu() -> str | None:
@@ -127,22 +134,23 @@ def profile(task: str | Path, candidate: str | Path, config: EvalConfig | None =
         log.warning("ncu does not know %s; profiling without it", ", ".join(unknown))
         dropped += unknown
         wanted = [m for m in wanted if m not in unknown]
-    mode = outcome.isolation
+    mode, who = outcome.isolation, outcome.identity
     if "ERR_NVGPUCTRPERM" in text:
-        sandboxed = (" The profiler runs inside the candidate's sandbox, where it holds no administrator "
-                     "right." if mode == NAMESPACES else "")
-        return ProfileResult(ok=False, message=PERMISSION_HELP + sandboxed, csv=text, command=prefix, isolation=mode)
+        return ProfileResult(ok=False, message=PERMISSION_HELP + (SANDBOXED_HELP if mode == NAMESPACES else "")
+                             + (ADMIN_ONLY if counters_admin_only() else ""), csv=text, command=prefix,
+                             isolation=mode, identity=who)
     if outcome.forged:
         return ProfileResult(ok=False, message=f"the profiled candidate forged a verdict: {outcome.forged}",
-                             command=prefix, isolation=mode)
+                             command=prefix, isolation=mode, identity=who)
     rows, units = parse_ncu_csv(text)
     if outcome.timed_out:
-        return ProfileResult(ok=False, message="profiling timed out", csv=text, command=prefix, isolation=mode)
+        return ProfileResult(ok=False, message="profiling timed out", csv=text, command=prefix, isolation=mode,
+                             identity=who)
     if not rows:
         res = outcome.result or {}
         why = res.get("message") or outcome.channel_problem or f"ncu returned {outcome.returncode}"
         return ProfileResult(ok=False, message=f"no kernel rows in the ncu output ({why})", csv=text[-4000:],
-                             command=prefix, isolation=mode)
+                             command=prefix, isolation=mode, identity=who)
     skipped = f" (this ncu does not know {', '.join(dropped)})" if dropped else ""
     return ProfileResult(ok=True, message=f"{len(rows)} kernel launch(es) profiled{skipped}", csv=text, rows=rows,
-                         units=units, command=prefix, isolation=mode)
+                         units=units, command=prefix, isolation=mode, identity=who)

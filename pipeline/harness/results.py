@@ -216,6 +216,9 @@ class ProfileResult(_Record):
     units: dict[str, str] = field(default_factory=dict)
     command: list[str] = field(default_factory=list)
     isolation: str = ""  # namespaces | process-only: how the profiled candidate was isolated
+    #: who the profiler's sandbox's root was on the host (unprivileged where kernelskill runs as root; see
+    #: ``isolation.Identity.describe``)
+    identity: str = ""
 
 
 def trim_log(text: str, limit: int = 6000) -> str:

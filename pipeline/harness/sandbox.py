@@ -30,6 +30,7 @@ import re
 import secrets
 import shutil
 import signal
+import stat
 import subprocess
 import sys
 import tempfile
@@ -40,6 +41,7 @@ from pathlib import Path
 from typing import IO, Any
 
 from . import channel, isolation
+from .preflight import HarnessUnavailable
 
 log = logging.getLogger(__name__)
 
@@ -93,6 +95,8 @@ def package_pythonpath() -> str:
     tag = hashlib.sha256(str(pkg_dir).encode()).hexdigest()[:12]
     link_root = Path(tempfile.gettempdir()) / f"kernelskill-pp-{os.getuid()}-{tag}"
     link_root.mkdir(exist_ok=True)
+    if os.geteuid() == 0 and link_root.stat().st_mode & 0o005 != 0o005:  # a worker's uid may be another
+        link_root.chmod(0o755)
     link = link_root / "kernelskill"
     if not (link.is_symlink() and link.resolve() == pkg_dir):
         tmp = link_root / f".link-{os.getpid()}-{threading.get_ident()}"
@@ -116,6 +120,8 @@ class WorkerOutcome:
     peak_rss_mb: float = 0.0
     extra: dict[str, Any] = field(default_factory=dict)
     isolation: str = isolation.PROCESS_ONLY
+    #: who the sandbox's root was on the host (:meth:`.isolation.Identity.describe`)
+    identity: str = ""
     #: evidence that the candidate forged a verdict (empty when none was found)
     forged: str = ""
     #: why the channel holds no result (the worker died, the record is cut off...)
@@ -227,6 +233,7 @@ class _Started:
     channel: _Drain
     output: _Drain
     result_fd: int
+    identity: isolation.Identity = field(default_factory=lambda: isolation.Identity(isolation.CALLER))
     started: float = field(default_factory=time.monotonic)
 
 
@@ -240,7 +247,7 @@ def _spawn(args: list[str], workdir: Path, env_extra: dict[str, str] | None, *, 
     if entry_at is not None:  # the cache around the entry is seen read-only (nothing of it is hidden)
         files = [*files, str(entry_at.parent)]
     try:
-        cmd, env, mode = _command([*args, "--result-fd", str(write_end)], workdir, env_extra, files=files,
+        cmd, env, mode, who = _command([*args, "--result-fd", str(write_end)], workdir, env_extra, files=files,
                                   command_prefix=command_prefix, writable=writable, close_fds=[write_end],
                                   loopback=loopback,
                                   binds=[(str(workdir / ENTRY_COPY), str(entry_at))] if entry_at else [])
@@ -248,11 +255,12 @@ def _spawn(args: list[str], workdir: Path, env_extra: dict[str, str] | None, *, 
                                 stderr=subprocess.STDOUT, start_new_session=True, pass_fds=(write_end,))
     except BaseException:
         os.close(read_end)
+        shutil.rmtree(workdir, ignore_errors=True)  # made for this worker alone (a path it cannot read, ...)
         raise
     finally:
         os.close(write_end)  # only the worker holds it now: the channel ends when the worker does
     assert proc.stdout is not None
-    return _Started(proc, workdir, mode, _Drain(read_end), _Drain(proc.stdout), write_end)
+    return _Started(proc, workdir, mode, _Drain(read_end), _Drain(proc.stdout), write_end, who)
 
 
 @dataclass
@@ -323,21 +331,29 @@ atexit.register(stop_ready_workers)
 
 def _command(args: list[str], workdir: Path, env_extra: dict[str, str] | None, *, files: list[str],
              command_prefix: list[str] | None, writable: list[str], close_fds: list[int],
-             loopback: bool = False, binds: list[tuple[str, str]] | None = None) -> tuple[list[str], dict[str, str], str]:
-    """(command line, environment, isolation) of a worker in ``workdir`` with worker arguments ``args``.
-
-    The profiler (``command_prefix``) runs inside the sandbox too, with the worker as its child."""
+             loopback: bool = False, binds: list[tuple[str, str]] | None = None,
+             ) -> tuple[list[str], dict[str, str], str, isolation.Identity]:
+    """(command line, environment, isolation, identity) of a worker in ``workdir`` with worker arguments
+    ``args``. The profiler (``command_prefix``) runs inside the sandbox too, with the worker as its child.
+    A path the sandbox's user cannot read is the machine's problem: :class:`.preflight.HarnessUnavailable`,
+    one line naming it."""
     env = scrub_env(extra=env_extra)
     env["PYTHONPATH"] = os.pathsep.join(p for p in (package_pythonpath(), env.get("PYTHONPATH", "")) if p)
     env["HOME"] = str(workdir)  # nothing of the user's home (configs, tokens) is in reach
     env["TMPDIR"] = str(workdir)
     cmd = [*(command_prefix or []), sys.executable, "-m", "kernelskill.pipeline.harness.worker", *args]
     mode = isolation.available()
+    who = isolation.Identity(isolation.CALLER)
     if mode == isolation.NAMESPACES:
-        cmd = isolation.wrap(cmd, workdir=workdir, env=env, read_only=[*files, *(command_prefix or [])[:1]],
-                             writable=[str(Path(w).expanduser()) for w in writable], close_fds=close_fds,
-                             loopback=loopback, binds=binds)
-    return cmd, env, mode
+        who = isolation.sandbox_identity()
+        try:
+            cmd = isolation.wrap(cmd, workdir=workdir, env=env,
+                                 read_only=[*files, *(command_prefix or [])[:1]],
+                                 writable=[str(Path(w).expanduser()) for w in writable], close_fds=close_fds,
+                                 loopback=loopback, binds=binds, identity=who)
+        except isolation.Unreachable as exc:
+            raise HarnessUnavailable(str(exc)) from None
+    return cmd, env, mode, who
 
 
 #: the parts of a build-cache entry (``CACHE_ROOT/<key>/``) a worker reads and writes
@@ -356,9 +372,12 @@ def entry_env(base: Path) -> dict[str, str]:
             "TRITON_CACHE_DIR": str(base / "triton")}
 
 
-def copy_tree(src: Path, dst: Path, cap: int = ENTRY_CAP) -> int:
+def copy_tree(src: Path, dst: Path, cap: int = ENTRY_CAP, *, owner: int | None = None) -> int:
     """Copy the plain files and folders of ``src`` into ``dst`` (links, devices and pipes are left out);
-    returns the bytes copied, or -1 past ``cap`` (what was copied stays: the caller removes it)."""
+    returns the bytes copied, or -1 past ``cap`` (what was copied stays: the caller removes it). The copies
+    keep no set-user-ID, set-group-ID or sticky bit (the parent may be root: a worker's file must not become
+    a root program). ``owner``: only files of that uid are copied (the worker's own output when it ran as
+    that uid: never a hard link it made to a file of root's)."""
     total = 0
     for folder, dirs, files in os.walk(src, followlinks=False):
         rel = Path(folder).relative_to(src)
@@ -367,12 +386,14 @@ def copy_tree(src: Path, dst: Path, cap: int = ENTRY_CAP) -> int:
         for name in files:
             path = os.path.join(folder, name)
             st = os.lstat(path)
-            if not os.path.isfile(path) or os.path.islink(path):
+            if not stat.S_ISREG(st.st_mode) or (owner is not None and st.st_uid != owner):
                 continue
             total += st.st_size
             if total > cap:
                 return -1
             shutil.copy2(path, dst / rel / name, follow_symlinks=False)
+            if stat.S_IMODE(st.st_mode) & ~0o777:
+                os.chmod(dst / rel / name, stat.S_IMODE(st.st_mode) & 0o777)
     return total
 
 
@@ -382,18 +403,34 @@ def _entry_in(entry: Path, workdir: Path) -> None:
             copy_tree(entry / part, workdir / ENTRY_COPY / part)
 
 
-def _entry_out(workdir: Path, entry: Path) -> bool:
-    """The builder's output becomes the entry (the parent writes the cache; no worker does)."""
+def _entry_out(workdir: Path, entry: Path, owner: int | None = None) -> bool:
+    """The builder's output becomes the entry (the parent writes the cache; no worker does). ``owner``: the
+    host uid the worker ran as, when not the parent's (the copies are the parent's own)."""
     ok = True
     for part in ENTRY_PARTS:
         shutil.rmtree(entry / part, ignore_errors=True)
         src = workdir / ENTRY_COPY / part
-        if src.is_dir() and copy_tree(src, entry / part) < 0:
+        if src.is_dir() and copy_tree(src, entry / part, owner=owner) < 0:
             ok = False
     if not ok:
         for part in ENTRY_PARTS:
             shutil.rmtree(entry / part, ignore_errors=True)
     return ok
+
+
+def _worker_log(path: Path, owner: int | None, limit: int = 200_000) -> bytes | None:
+    """The tail of a log the worker wrote in its folder: a plain file (never a link the candidate put there to
+    a file the parent may read and it may not), of the worker's own uid when it ran as another."""
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
+    except OSError:
+        return None
+    with os.fdopen(fd, "rb") as fh:
+        st = os.fstat(fd)
+        if not stat.S_ISREG(st.st_mode) or (owner is not None and st.st_uid != owner):
+            return None
+        fh.seek(max(0, st.st_size - limit))
+        return fh.read(limit)
 
 
 def run_worker(
@@ -443,10 +480,13 @@ def run_worker(
             if isinstance(request.get(name), str) and Path(request[name]).is_file():
                 copy = started.workdir / f"{name}{Path(request[name]).suffix}"
                 shutil.copyfile(request[name], copy)
+                isolation.hand_over(copy, started.identity.outer)
                 request[name] = str(copy)
         request["env"] = {k: v for k, v in env_extra.items() if k in PER_JOB_ENV}
         if cache_entry is not None and entry_at is not None:
             _entry_in(cache_entry, started.workdir)
+        # what was copied in is the sandbox's (not the spec: its launcher may not have read it yet)
+        isolation.hand_over(started.workdir / ENTRY_COPY, started.identity.outer)
     else:
         workdir = Path(tempfile.mkdtemp(prefix="ks-worker-"))
         if cache_entry is not None and entry_at is not None:
@@ -497,9 +537,9 @@ def run_worker(
     reading = channel.read(data, nonce, mode=str(request.get("mode")),
                            config=request.get("config") if isinstance(request.get("config"), dict) else None)
     output = raw.decode("utf-8", "replace")
-    log_file = workdir / channel.WORKER_LOG
-    if log_file.is_file():  # the profiled worker's own output (the profiler's alone is ``output``)
-        raw += b"\n" + log_file.read_bytes()[-200_000:]
+    log_tail = _worker_log(workdir / channel.WORKER_LOG, started.identity.outer)
+    if log_tail is not None:  # the profiled worker's own output (the profiler's alone is ``output``)
+        raw += b"\n" + log_tail
     text = raw.decode("utf-8", "replace")
     forged = reading.forged
     found = channel.forged_files(workdir)
@@ -512,13 +552,13 @@ def run_worker(
     extra: dict[str, Any] = {"output": output} if full_output else {}
     if export_entry and cache_entry is not None and entry_at is not None and reading.result is not None \
             and not forged and not (timed_out or rss_killed):
-        extra["entry_kept"] = _entry_out(workdir, cache_entry)
+        extra["entry_kept"] = _entry_out(workdir, cache_entry, started.identity.outer)
     if not keep_workdir:
         shutil.rmtree(workdir, ignore_errors=True)
     outcome = WorkerOutcome(result=reading.result if not forged else None, returncode=returncode,
                             timed_out=timed_out, rss_killed=rss_killed, seconds=seconds, stage=stage,
                             stderr_tail=text[-4000:], peak_rss_mb=round(peak, 1), extra=extra, isolation=mode,
-                            forged=forged, channel_problem=reading.problem)
+                            identity=started.identity.describe(), forged=forged, channel_problem=reading.problem)
     log.debug("worker %s: rc=%s %.1fs stage=%s isolation=%s ready=%s forged=%s", request.get("mode"), returncode,
               seconds, stage, mode, from_ready, forged or "-")
     return outcome
