@@ -1,6 +1,8 @@
 #!/usr/bin/env bash
 # The next device trip of wave 3, in one command (docs/gpu_verification.md, "The next trip"): run it from the
 # repository root on the GPU box, with `.whl` carried (scripts/device_wheels.sh); results under $OUT.
+#   0. one CUDA candidate in the sandbox as uid 65534 (SMOKE_TEST=0 skips it); if it fails, the trip goes on
+#      with the root mapping (KERNELSKILL_HARNESS_SANDBOX_ID=root);
 #   1. the pending GPU steps of the suites named in SUITES (default: the five of benchmarks/results/wave3_pending/),
 #      read from BUNDLE_DIR/NAME-BUNDLE_SUFFIX (default: wave3_pending/NAME-seeds-answered.tar), in one gpu_side batch
 #      with profiles ahead: those are real Nsight Compute runs inside the sandbox on real candidates;
@@ -21,6 +23,17 @@ mkdir -p /tmp/pp && ln -sfn "$PWD" /tmp/pp/kernelskill
 export PYTHONPATH=/tmp/site:/tmp/pp TORCH_CUDA_ARCH_LIST=9.0 PYTHONUNBUFFERED=1
 nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv > $R/gpu.txt; cat $R/gpu.txt
 trap 'tar czf $OUT/trip.tar.gz -C /tmp res' EXIT
+# as root the sandbox is uid 65534 since session 5 (docs/SECURITY.md), not yet seen on a GPU box: one CUDA
+# candidate (a load_inline build) first; if it does not pass, the rest of the trip keeps the root mapping
+# (KERNELSKILL_HARNESS_SANDBOX_ID=root, named in every result) and the log says why
+SMOKE='from kernelskill.pipeline.harness import EvalConfig, evaluate
+r = evaluate("tests/harness_cases/tasks/add.py", "tests/harness_cases/gpu/good_add_fastpath.py", EvalConfig(time=False))
+print("smoke:", r.status, "|", r.details.get("sandbox_identity"), "|", r.message[:300]); raise SystemExit(r.status != "ok")'
+if [ "${SMOKE_TEST:-1}" = 1 ]; then
+  timeout 120 python3 -c "$SMOKE" > $R/smoke.log 2>&1 || { cat $R/smoke.log; export KERNELSKILL_HARNESS_SANDBOX_ID=root;
+    timeout 90 python3 -c "$SMOKE" >> $R/smoke.log 2>&1; }
+  tail -3 $R/smoke.log
+fi
 B=$(( $(left) - RESERVE )); echo "gpu_side budget ${B}s for: $SUITES"
 DIRS=""; IN=""; BACK=""
 for s in $SUITES; do DIRS="$DIRS /tmp/s/$s"; IN="$IN $P/$s-$SUFFIX"; BACK="$BACK $OUT/$s-back.tar"; done

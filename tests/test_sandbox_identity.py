@@ -64,6 +64,19 @@ def test_the_unprivileged_id_is_a_named_setting(monkeypatch, caplog):
 
 
 @needs_root_sandbox
+def test_root_kept_by_choice_runs_and_says_so_in_every_result(tmp_path, monkeypatch):
+    """The way out for a GPU box where uid 65534 cannot reach the GPU or the toolchain: the root mapping,
+    named in the result with what it gives away."""
+    monkeypatch.setenv(isolation.ENV_SANDBOX_ID, "root")
+    assert isolation.outer_id() is None
+    who = isolation.sandbox_identity()
+    assert who.name == isolation.ROOT and "KERNELSKILL_HARNESS_SANDBOX_ID=root" in who.describe()
+    res = evaluate(ADD, GOOD, _cfg(tmp_path))
+    assert res.status == "ok", res.message
+    assert res.details["sandbox_identity"].startswith("root without capabilities (KERNELSKILL_HARNESS_SANDBOX_ID=root")
+
+
+@needs_root_sandbox
 def test_as_root_workers_get_the_unprivileged_identity():
     who = isolation.sandbox_identity()
     assert (who.name, who.outer) == (isolation.UNPRIVILEGED, isolation.outer_id())

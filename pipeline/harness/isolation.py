@@ -201,10 +201,16 @@ def outer_id() -> int | None:
     """The host uid and gid the sandbox's root is mapped to by this module's own launcher: None where
     kernelskill does not run as root (``unshare --map-root-user`` maps it to the caller's own uid), else
     :data:`UNPRIVILEGED_ID` (or ``KERNELSKILL_HARNESS_SANDBOX_ID``)."""
-    if os.geteuid() != 0:
+    if os.geteuid() != 0 or root_kept_by_choice():
         return None
     raw = os.environ.get(ENV_SANDBOX_ID, "").strip()
     return _configured_id(raw) if raw else UNPRIVILEGED_ID
+
+
+def root_kept_by_choice() -> bool:
+    """``KERNELSKILL_HARNESS_SANDBOX_ID=root`` as root: the user keeps the root mapping (a machine where the
+    unprivileged uid cannot reach the GPU or the toolchain); every result says so, as with the fallback."""
+    return os.geteuid() == 0 and os.environ.get(ENV_SANDBOX_ID, "").strip().lower() == "root"
 
 
 def counters_admin_only(params: str = NVIDIA_PARAMS) -> bool:
@@ -251,6 +257,9 @@ def sandbox_identity() -> Identity:
     :func:`counters_admin_only`)."""
     if available() != NAMESPACES:
         return Identity(CALLER)
+    if root_kept_by_choice():
+        return Identity(ROOT, reason=f"{ENV_SANDBOX_ID}=root: candidates can read root-only files outside the "
+                                     "hidden folders")
     outer = outer_id()
     if outer is None:
         return Identity(CALLER)
