@@ -264,6 +264,7 @@ class BaselineStore:
         folder.mkdir(parents=True, exist_ok=True)
         path = folder / f"{self.path(key).stem}.py"
         fd, tmp = tempfile.mkstemp(dir=folder, prefix=".tmp-", suffix=".py")
+        os.fchmod(fd, 0o644)  # mkstemp makes it 0600: as root the worker is uid 65534 and must read it
         with os.fdopen(fd, "w", encoding="utf-8") as fh:
             fh.write(source)
         os.replace(tmp, path)
