@@ -21,7 +21,14 @@ from kernelskill.pipeline.loop.llm import LLMClient
 from kernelskill.retrieval.profile import load_profile
 from tests.openai_test_server import ScriptedOpenAI
 from tests.test_loop import llm_settings
-from tests.test_loop_helpers import ScriptedEvaluator, StandInRetriever, fenced, kernel, planner_answer, review
+from tests.test_loop_helpers import (
+    ScriptedEvaluator,
+    StandInRetriever,
+    fenced,
+    kernel,
+    planner_answer,
+    review,
+)
 from tests.test_loop_knowledge_none import arm_run
 
 CAPTURE = Path(__file__).parent / "data" / "h200_profiles" / "l2_12.csv"
