@@ -26,6 +26,7 @@ from typing import Any
 from kernelskill.pipeline.bench.suite import Suite
 from kernelskill.pipeline.runs import Run
 from kernelskill.pipeline.runs.final import final_pick
+from kernelskill.pipeline.runs.gpu_side import SKIPPED_PROFILE
 from kernelskill.pipeline.runs.report import round_rows, spend
 from kernelskill.protocols import load_protocol
 
@@ -86,10 +87,7 @@ def task_row(entry: dict[str, Any], run: Run | None, *, upto_round: int | None =
                                 if isinstance(m, dict)))
     row["rounds"] = [r for r in round_rows(run)  # a search's rounds (candidates, correct, best, methods that paid)
                      if upto_round is None or int(r.get("round") or 0) <= upto_round]
-    worker = [((e["data"].get("result") or {}).get("details") or {}).get("worker_seconds")
-              for e in events if e["type"] in ("eval", "profile")]
-    worker = [w for w in worker if isinstance(w, int | float)]
-    row["gpu_s"] = round(sum(worker), 3) if worker else None  # seconds the harness's workers ran
+    row.update(gpu_seconds(events))  # eval_s + profile_s = gpu_s, and the profiles recorded without seconds
     evals = [e for e in events if e["type"] == "eval"]
     plain: list[dict[str, Any]] = []
     passed: list[dict[str, Any]] = []  # re-verifications on a fresh seed that held
@@ -127,6 +125,38 @@ def task_row(entry: dict[str, Any], run: Run | None, *, upto_round: int | None =
         last = (plain[-1]["data"].get("result") or {}).get("status") if plain else None
         row["failure"] = last or ("run_error" if row["status"] == "failed" else "no_candidate")
     return row
+
+
+def event_gpu_seconds(event: dict[str, Any]) -> float | None:
+    """The GPU seconds an event stands for: an evaluation's harness worker (``details.worker_seconds``; the
+    torch.compile baseline worker it may have started, ``details.timing.compile.measured``, is not in it), a
+    profile's recorded ``seconds``, 0.0 for a profile skipped on purpose; None for an event that names none (a
+    build that failed ran no worker; a profile recorded before profiles carried seconds is unknown) and for
+    every other event."""
+    data = event.get("data") or {}
+    if event.get("type") == "eval":
+        value = ((data.get("result") or {}).get("details") or {}).get("worker_seconds")
+    elif event.get("type") == "profile":
+        value = data.get("seconds")
+        if value is None and data.get("message") == SKIPPED_PROFILE:
+            return 0.0  # the GPU side was told to skip it: nothing ran
+    else:
+        return None
+    return float(value) if isinstance(value, int | float) and not isinstance(value, bool) else None
+
+
+def gpu_seconds(events: list[dict[str, Any]]) -> dict[str, Any]:
+    """``eval_s`` (the evaluations' workers), ``profile_s`` (the profiles'), ``gpu_s`` (both), each None when no
+    event names any seconds (``profile_s`` is 0.0 for a run that profiled nothing), ``profiles`` and
+    ``profiles_unmeasured`` (recorded without seconds: ``gpu_s`` and ``profile_s`` are then lower bounds)."""
+    evals = [s for e in events if e["type"] == "eval" and (s := event_gpu_seconds(e)) is not None]
+    profiles = [e for e in events if e["type"] == "profile"]
+    measured = [s for e in profiles if (s := event_gpu_seconds(e)) is not None]
+    eval_s = round(sum(evals), 3) if evals else None
+    profile_s = round(sum(measured), 3) if measured or not profiles else None
+    known = [v for v in (eval_s, profile_s if measured else None) if v is not None]
+    return {"eval_s": eval_s, "profile_s": profile_s, "gpu_s": round(sum(known), 3) if known else None,
+            "profiles": len(profiles), "profiles_unmeasured": len(profiles) - len(measured)}
 
 
 def _final_pick(row: dict[str, Any], events: list[dict[str, Any]], passed: list[dict[str, Any]]) -> None:
