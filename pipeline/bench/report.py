@@ -14,6 +14,18 @@ pick (its ``run_finished`` event: the best candidate the reviewer accepted, re-v
 two differ when the reviewer turned a faster candidate down (a gain within noise) or its re-verification
 failed; each task row and each group therefore also carry the final pick's re-verified speedups
 (``final_speedup``, ``final_speedup_compile``) and their geometric means.
+
+GPU time (``gpu_s``) is what the run kept the GPU busy: its evaluations' harness workers
+(``details.worker_seconds``, re-verifications included; ``eval_s``) plus its profiles' recorded seconds
+(``profile_s``; an Nsight Compute profile takes longer than an evaluation, and only some ablation arms
+profile). A profile recorded before profiles carried seconds is counted in ``profiles_unmeasured``, never
+guessed: where it is not 0, ``gpu_s`` is a lower bound. The torch.compile baseline an evaluation may have
+measured first (``details.timing.compile.measured_now``, its worker's seconds in
+``details.timing.compile.measured.worker_seconds``) is NOT charged to the run: it is measured once per task
+and GPU and shared by every run and arm of that task, so charging it to whichever run came first would make
+one arm look dearer by chance. ``best_path`` is the run's best correct speedup as it rose, each step with the
+GPU seconds and LLM calls spent up to and including that evaluation (what ``bench compare`` reads to say
+what an arm needed to reach the other's final speed).
 """
 
 from __future__ import annotations
@@ -55,7 +67,9 @@ def task_row(entry: dict[str, Any], run: Run | None, *, upto_round: int | None =
                            "best_candidate": None, "failure": None, "status": "failed", "error": entry.get("error"),
                            "evals": 0, "tokens": 0, "cost_usd": 0.0, "by_round": {}, "dtype": None, "gpu": None,
                            "protocol": None, "baseline": None, "verified": False, "rounds": [], "gpu_s": None,
-                           "final_candidate": None, "final_speedup": None, "final_speedup_compile": None}
+                           "final_candidate": None, "final_speedup": None, "final_speedup_compile": None,
+                           "eval_s": None, "profile_s": None, "profiles": 0, "profiles_unmeasured": 0,
+                           "best_path": []}
     if entry.get("error"):
         row["failure"] = "bad_input"
         return row
@@ -100,15 +114,15 @@ def task_row(entry: dict[str, Any], run: Run | None, *, upto_round: int | None =
         else:
             failed_verify.add(e["data"].get("candidate"))
     row["evals"] = len(plain)
+    row["best_path"] = best_path(events, failed_verify)
     best: dict[str, Any] | None = None
     for e in plain:
         result = e["data"].get("result") or {}
         details = result.get("details") or {}
         row["dtype"] = row["dtype"] or details.get("task_dtype")
         row["gpu"] = row["gpu"] or details.get("gpu_name")
-        ok = result.get("status") == "ok" and result.get("correct") and e["data"].get("candidate") not in failed_verify
-        speed = result.get("speedup")
-        if not ok or not isinstance(speed, int | float):
+        speed = counted_speedup(e, failed_verify)
+        if speed is None:
             continue
         r = int(e.get("round") or 0)
         row["by_round"][r] = max(row["by_round"].get(r, 0.0), float(speed))
@@ -157,6 +171,45 @@ def gpu_seconds(events: list[dict[str, Any]]) -> dict[str, Any]:
     known = [v for v in (eval_s, profile_s if measured else None) if v is not None]
     return {"eval_s": eval_s, "profile_s": profile_s, "gpu_s": round(sum(known), 3) if known else None,
             "profiles": len(profiles), "profiles_unmeasured": len(profiles) - len(measured)}
+
+
+def counted_speedup(event: dict[str, Any], failed_verify: set[Any]) -> float | None:
+    """The speedup an evaluation counts for in the best correct candidate: a plain evaluation (not a
+    re-verification), ``ok`` and correct, of a candidate no re-verification turned down; else None."""
+    if event.get("type") != "eval" or str(event.get("step") or "").startswith("verify."):
+        return None
+    data = event.get("data") or {}
+    result = data.get("result") or {}
+    speed = result.get("speedup")
+    if (result.get("status") != "ok" or not result.get("correct") or data.get("candidate") in failed_verify
+            or not isinstance(speed, int | float) or isinstance(speed, bool)):
+        return None
+    return float(speed)
+
+
+def best_path(events: list[dict[str, Any]], failed_verify: set[Any]) -> list[dict[str, Any]]:
+    """Each evaluation that raised the best counted speedup (:func:`counted_speedup`), in the log's order, with
+    what the run had spent up to and including it: ``gpu_s`` (:func:`event_gpu_seconds` summed),
+    ``llm_calls`` and ``profiles_unmeasured`` (profiles so far without seconds: ``gpu_s`` is then a lower
+    bound). Its last entry is the row's best. A candidate a later re-verification turned down is left out
+    here as in the best, although the run did not know it yet when it was measured."""
+    out: list[dict[str, Any]] = []
+    gpu, calls, unmeasured, best = 0.0, 0, 0, None
+    for e in events:
+        if e["type"] == "llm_call":
+            calls += 1
+        if e["type"] not in ("eval", "profile"):
+            continue
+        seconds = event_gpu_seconds(e)
+        gpu += seconds or 0.0
+        unmeasured += e["type"] == "profile" and seconds is None
+        speed = counted_speedup(e, failed_verify)
+        if speed is not None and (best is None or speed > best):
+            best = speed
+            out.append({"seq": e.get("seq"), "step": e.get("step"), "round": int(e.get("round") or 0),
+                        "speedup": round(speed, 6), "gpu_s": round(gpu, 3), "llm_calls": calls,
+                        "profiles_unmeasured": unmeasured})
+    return out
 
 
 def _final_pick(row: dict[str, Any], events: list[dict[str, Any]], passed: list[dict[str, Any]]) -> None:
