@@ -14,6 +14,18 @@ pick (its ``run_finished`` event: the best candidate the reviewer accepted, re-v
 two differ when the reviewer turned a faster candidate down (a gain within noise) or its re-verification
 failed; each task row and each group therefore also carry the final pick's re-verified speedups
 (``final_speedup``, ``final_speedup_compile``) and their geometric means.
+
+GPU time (``gpu_s``) is what the run kept the GPU busy: its evaluations' harness workers
+(``details.worker_seconds``, re-verifications included; ``eval_s``) plus its profiles' recorded seconds
+(``profile_s``; an Nsight Compute profile takes longer than an evaluation, and only some ablation arms
+profile). A profile recorded before profiles carried seconds is counted in ``profiles_unmeasured``, never
+guessed: where it is not 0, ``gpu_s`` is a lower bound. The torch.compile baseline an evaluation may have
+measured first (``details.timing.compile.measured_now``, its worker's seconds in
+``details.timing.compile.measured.worker_seconds``) is NOT charged to the run: it is measured once per task
+and GPU and shared by every run and arm of that task, so charging it to whichever run came first would make
+one arm look dearer by chance. ``best_path`` is the run's best correct speedup as it rose, each step with the
+GPU seconds and LLM calls spent up to and including that evaluation (what ``bench compare`` reads to say
+what an arm needed to reach the other's final speed).
 """
 
 from __future__ import annotations
@@ -26,6 +38,7 @@ from typing import Any
 from kernelskill.pipeline.bench.suite import Suite
 from kernelskill.pipeline.runs import Run
 from kernelskill.pipeline.runs.final import final_pick
+from kernelskill.pipeline.runs.gpu_side import SKIPPED_PROFILE
 from kernelskill.pipeline.runs.report import round_rows, spend
 from kernelskill.protocols import load_protocol
 
@@ -54,7 +67,9 @@ def task_row(entry: dict[str, Any], run: Run | None, *, upto_round: int | None =
                            "best_candidate": None, "failure": None, "status": "failed", "error": entry.get("error"),
                            "evals": 0, "tokens": 0, "cost_usd": 0.0, "by_round": {}, "dtype": None, "gpu": None,
                            "protocol": None, "baseline": None, "verified": False, "rounds": [], "gpu_s": None,
-                           "final_candidate": None, "final_speedup": None, "final_speedup_compile": None}
+                           "final_candidate": None, "final_speedup": None, "final_speedup_compile": None,
+                           "eval_s": None, "profile_s": None, "profiles": 0, "profiles_unmeasured": 0,
+                           "best_path": []}
     if entry.get("error"):
         row["failure"] = "bad_input"
         return row
@@ -86,10 +101,7 @@ def task_row(entry: dict[str, Any], run: Run | None, *, upto_round: int | None =
                                 if isinstance(m, dict)))
     row["rounds"] = [r for r in round_rows(run)  # a search's rounds (candidates, correct, best, methods that paid)
                      if upto_round is None or int(r.get("round") or 0) <= upto_round]
-    worker = [((e["data"].get("result") or {}).get("details") or {}).get("worker_seconds")
-              for e in events if e["type"] in ("eval", "profile")]
-    worker = [w for w in worker if isinstance(w, int | float)]
-    row["gpu_s"] = round(sum(worker), 3) if worker else None  # seconds the harness's workers ran
+    row.update(gpu_seconds(events))  # eval_s + profile_s = gpu_s, and the profiles recorded without seconds
     evals = [e for e in events if e["type"] == "eval"]
     plain: list[dict[str, Any]] = []
     passed: list[dict[str, Any]] = []  # re-verifications on a fresh seed that held
@@ -102,15 +114,15 @@ def task_row(entry: dict[str, Any], run: Run | None, *, upto_round: int | None =
         else:
             failed_verify.add(e["data"].get("candidate"))
     row["evals"] = len(plain)
+    row["best_path"] = best_path(events, failed_verify)
     best: dict[str, Any] | None = None
     for e in plain:
         result = e["data"].get("result") or {}
         details = result.get("details") or {}
         row["dtype"] = row["dtype"] or details.get("task_dtype")
         row["gpu"] = row["gpu"] or details.get("gpu_name")
-        ok = result.get("status") == "ok" and result.get("correct") and e["data"].get("candidate") not in failed_verify
-        speed = result.get("speedup")
-        if not ok or not isinstance(speed, int | float):
+        speed = counted_speedup(e, failed_verify)
+        if speed is None:
             continue
         r = int(e.get("round") or 0)
         row["by_round"][r] = max(row["by_round"].get(r, 0.0), float(speed))
@@ -127,6 +139,77 @@ def task_row(entry: dict[str, Any], run: Run | None, *, upto_round: int | None =
         last = (plain[-1]["data"].get("result") or {}).get("status") if plain else None
         row["failure"] = last or ("run_error" if row["status"] == "failed" else "no_candidate")
     return row
+
+
+def event_gpu_seconds(event: dict[str, Any]) -> float | None:
+    """The GPU seconds an event stands for: an evaluation's harness worker (``details.worker_seconds``; the
+    torch.compile baseline worker it may have started, ``details.timing.compile.measured``, is not in it), a
+    profile's recorded ``seconds``, 0.0 for a profile skipped on purpose; None for an event that names none (a
+    build that failed ran no worker; a profile recorded before profiles carried seconds is unknown) and for
+    every other event."""
+    data = event.get("data") or {}
+    if event.get("type") == "eval":
+        value = ((data.get("result") or {}).get("details") or {}).get("worker_seconds")
+    elif event.get("type") == "profile":
+        value = data.get("seconds")
+        if value is None and data.get("message") == SKIPPED_PROFILE:
+            return 0.0  # the GPU side was told to skip it: nothing ran
+    else:
+        return None
+    return float(value) if isinstance(value, int | float) and not isinstance(value, bool) else None
+
+
+def gpu_seconds(events: list[dict[str, Any]]) -> dict[str, Any]:
+    """``eval_s`` (the evaluations' workers), ``profile_s`` (the profiles'), ``gpu_s`` (both), each None when no
+    event names any seconds (``profile_s`` is 0.0 for a run that profiled nothing), ``profiles`` and
+    ``profiles_unmeasured`` (recorded without seconds: ``gpu_s`` and ``profile_s`` are then lower bounds)."""
+    evals = [s for e in events if e["type"] == "eval" and (s := event_gpu_seconds(e)) is not None]
+    profiles = [e for e in events if e["type"] == "profile"]
+    measured = [s for e in profiles if (s := event_gpu_seconds(e)) is not None]
+    eval_s = round(sum(evals), 3) if evals else None
+    profile_s = round(sum(measured), 3) if measured or not profiles else None
+    known = [v for v in (eval_s, profile_s if measured else None) if v is not None]
+    return {"eval_s": eval_s, "profile_s": profile_s, "gpu_s": round(sum(known), 3) if known else None,
+            "profiles": len(profiles), "profiles_unmeasured": len(profiles) - len(measured)}
+
+
+def counted_speedup(event: dict[str, Any], failed_verify: set[Any]) -> float | None:
+    """The speedup an evaluation counts for in the best correct candidate: a plain evaluation (not a
+    re-verification), ``ok`` and correct, of a candidate no re-verification turned down; else None."""
+    if event.get("type") != "eval" or str(event.get("step") or "").startswith("verify."):
+        return None
+    data = event.get("data") or {}
+    result = data.get("result") or {}
+    speed = result.get("speedup")
+    if (result.get("status") != "ok" or not result.get("correct") or data.get("candidate") in failed_verify
+            or not isinstance(speed, int | float) or isinstance(speed, bool)):
+        return None
+    return float(speed)
+
+
+def best_path(events: list[dict[str, Any]], failed_verify: set[Any]) -> list[dict[str, Any]]:
+    """Each evaluation that raised the best counted speedup (:func:`counted_speedup`), in the log's order, with
+    what the run had spent up to and including it: ``gpu_s`` (:func:`event_gpu_seconds` summed),
+    ``llm_calls`` and ``profiles_unmeasured`` (profiles so far without seconds: ``gpu_s`` is then a lower
+    bound). Its last entry is the row's best. A candidate a later re-verification turned down is left out
+    here as in the best, although the run did not know it yet when it was measured."""
+    out: list[dict[str, Any]] = []
+    gpu, calls, unmeasured, best = 0.0, 0, 0, None
+    for e in events:
+        if e["type"] == "llm_call":
+            calls += 1
+        if e["type"] not in ("eval", "profile"):
+            continue
+        seconds = event_gpu_seconds(e)
+        gpu += seconds or 0.0
+        unmeasured += e["type"] == "profile" and seconds is None
+        speed = counted_speedup(e, failed_verify)
+        if speed is not None and (best is None or speed > best):
+            best = speed
+            out.append({"seq": e.get("seq"), "step": e.get("step"), "round": int(e.get("round") or 0),
+                        "speedup": round(speed, 6), "gpu_s": round(gpu, 3), "llm_calls": calls,
+                        "profiles_unmeasured": unmeasured})
+    return out
 
 
 def _final_pick(row: dict[str, Any], events: list[dict[str, Any]], passed: list[dict[str, Any]]) -> None:

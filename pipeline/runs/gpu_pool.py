@@ -17,7 +17,9 @@ the job, its attempts and the last error: the step stays unrecorded, so nothing 
 
 Every result a job returns carries its provenance in ``details``: ``evaluator`` (``local``, ``ray``, the
 ``MODULE:ATTR`` spec or the backend's name), ``device`` (the GPU name and index, a Ray node and GPU ids, or
-``cpu``) and ``attempts`` (how many tries it took), stamped here so that every backend gets it.
+``cpu``) and ``attempts`` (how many tries it took), stamped here so that every backend gets it; a profile's
+result also its ``worker_seconds`` where the backend named none: how long its try held its slot (the time it
+waited in the queue is not GPU time), which the run's profile event records as its seconds.
 
 Backends (what a worker calls): :class:`HarnessBackend` (the harness on this machine, through its
 ``Evaluator`` protocol: ``LocalEvaluator(gpus=[g]).submit([job])``), :class:`LoopEvaluatorBackend`
@@ -108,6 +110,7 @@ class GPUJob:
     submitted: float = field(default_factory=time.monotonic)
     extra: dict[str, Any] = field(default_factory=dict)  # what a backend's prepare() leaves for its run()
     tried: list[Any] = field(default_factory=list)  # the slots of the tries so far (one per attempt)
+    seconds: float | None = None  # how long its last try held its slot
 
 
 class Backend(Protocol):
@@ -401,6 +404,7 @@ class GPUPool:
         except BaseException as exc:  # noqa: BLE001 - retried, or handed to the caller, who decides
             error = exc
         end = time.monotonic()
+        job.seconds = end - start
         with self._lock:
             self.stats.running -= 1
             self.stats.busy_s += end - start
@@ -419,6 +423,9 @@ class GPUPool:
             device = getattr(self.backend, "device", None)
             details["device"] = str(device(slot)) if callable(device) else f"{self.backend.name} (slot {slot})"
         details["attempts"] = len(job.tried)
+        worker_s = details.get("worker_seconds")
+        if job.kind == "profile" and job.seconds is not None and not isinstance(worker_s, int | float):
+            details["worker_seconds"] = round(job.seconds, 3)  # a profile's GPU time: its slot's, not the queue's
         return result
 
     def _changed(self) -> None:

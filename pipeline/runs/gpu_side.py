@@ -40,7 +40,7 @@ from typing import Any
 from kernelskill.errors import KernelskillError
 from kernelskill.pipeline.runs import MANIFEST, Run, RunStore, gpu_request, pending_request, run_gpu_step
 from kernelskill.pipeline.runs.gpu_pool import NotStarted
-from kernelskill.pipeline.runs.gpu_steps import Measured
+from kernelskill.pipeline.runs.gpu_steps import Measured, timed_profile
 
 log = logging.getLogger(__name__)
 
@@ -378,7 +378,8 @@ class _SharedJob:
                           else evaluator.evaluate(task, candidate, seed=seed))
 
     def profile(self, task: Path, candidate: Path) -> dict[str, Any]:
-        return self._once(lambda: self.shared.evaluator.profile(task, candidate))
+        # timed here, once: every run that records this profile is charged the seconds it took
+        return self._once(lambda: timed_profile(self.shared.evaluator, task, candidate))
 
 
 def _accepts(fn: Any, name: str) -> bool:

@@ -1,9 +1,19 @@
 """GPU steps as portable requests: what a paused run waits for, and how a GPU result is recorded
-exactly as the loop would record it."""
+exactly as the loop would record it.
+
+An evaluation's GPU time is its harness worker's ``details.worker_seconds`` (kept in its result). A profile
+keeps only part of its result, so its record carries its seconds itself, ``data["seconds"]``: the
+``worker_seconds`` its result's details name when they name any (the GPU pool stamps the seconds its slot
+was held; a profile measured once for several runs carries the first measurement's, so each run is charged
+what the profile cost, as an evaluation shared between runs is), else the wall seconds of the
+``profile(...)`` call. Profiles recorded before this carry no seconds.
+"""
 
 from __future__ import annotations
 
 import logging
+import math
+import time
 from typing import Any
 
 from kernelskill.pipeline.runs.events import TASK, step_filename
@@ -38,11 +48,35 @@ class Measured:
         return self.result
 
 
+def timed_profile(evaluator: Any, task: Any, candidate: Any) -> dict[str, Any]:
+    """``evaluator.profile(task, candidate)`` with its seconds in ``details["worker_seconds"]``: the seconds
+    the result names already, else the wall seconds of the call (a copy; the evaluator's dict is left as
+    it is)."""
+    start = time.monotonic()
+    raw = evaluator.profile(task, candidate)
+    elapsed = time.monotonic() - start
+    raw = dict(raw) if isinstance(raw, dict) else {}
+    details = dict(raw["details"]) if isinstance(raw.get("details"), dict) else {}
+    if profile_seconds(details) is None:
+        details["worker_seconds"] = round(elapsed, 3)
+    raw["details"] = details
+    return raw
+
+
+def profile_seconds(details: Any) -> float | None:
+    """The seconds a profile result's ``details`` name (``worker_seconds``), or None."""
+    value = details.get("worker_seconds") if isinstance(details, dict) else None
+    if isinstance(value, int | float) and not isinstance(value, bool) and math.isfinite(value) and value >= 0:
+        return round(float(value), 3)
+    return None
+
+
 def run_gpu_step(run: Run, request: dict[str, Any], evaluator: Any, *, round_: int | None = None
                  ) -> dict[str, Any]:
     """Execute one GPU request with ``evaluator`` (``evaluate(task, candidate, *, seed)`` /
     ``profile(task, candidate)`` returning dicts) and append its event. Standard library only, so the
-    GPU machine of a split run can call it without the LLM side's packages."""
+    GPU machine of a split run can call it without the LLM side's packages. A profile's record carries its
+    seconds (``data["seconds"]``, see the module docstring)."""
     found = run.log.find(request["step"], request["type"])
     if found is not None:
         return found
@@ -55,10 +89,10 @@ def run_gpu_step(run: Run, request: dict[str, Any], evaluator: Any, *, round_: i
         else:
             data["result"] = evaluator.evaluate(task, candidate)
     else:
-        raw = evaluator.profile(task, candidate)
+        raw = timed_profile(evaluator, task, candidate)
         csv = raw.get("csv") if raw.get("ok", True) else None  # a failed profile's csv is ncu's error text
-        data.update(ok=bool(csv), message=str(raw.get("message") or "")[:2000])
-        details = raw.get("details") if isinstance(raw.get("details"), dict) else {}
+        details = raw["details"]
+        data.update(ok=bool(csv), message=str(raw.get("message") or "")[:2000], seconds=profile_seconds(details))
         if any(k in details for k in PROVENANCE):
             data["details"] = {k: details[k] for k in PROVENANCE if k in details}
         if isinstance(csv, str) and csv.strip():
