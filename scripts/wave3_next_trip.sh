@@ -6,8 +6,8 @@
 #   1. the pending GPU steps of the suites named in SUITES (default: the five of benchmarks/results/wave3_pending/),
 #      read from BUNDLE_DIR/NAME-BUNDLE_SUFFIX (default: wave3_pending/NAME-seeds-answered.tar), in one gpu_side batch
 #      with profiles ahead: those are real Nsight Compute runs inside the sandbox on real candidates;
-#   2. with what is left: the sandbox test with real Nsight Compute (NCU_TEST=0 skips it), then the bf16 harness
-#      test (PRECISION_TEST=0 skips it).
+#   2. with what is left: the sandbox test with real Nsight Compute (NCU_TEST=0 skips it), the bf16 harness
+#      test (PRECISION_TEST=0 skips it), and the once-per-task torch.compile baseline's test (COMPILE_TEST=0).
 # gpu_side gets DEADLINE (default 570) less RESERVE (default 150) seconds; the suites come back as NAME-back.tar
 # under $OUT (bench import them into their suite folders here), the logs as $OUT/trip.tar.gz.
 # Device time buys about one evaluation per 10 s (docs/gpu_verification.md): name fewer suites rather than
@@ -47,5 +47,10 @@ fi
 if [ "${PRECISION_TEST:-1}" = 1 ] && [ "$(left)" -gt 40 ]; then
   timeout $(( $(left) - 10 )) python3 -m pytest -q -p no:cacheprovider -rA -m gpu tests/test_harness_precision_gpu.py > $R/precision.log 2>&1
   echo "precision test rc=$?"; tail -8 $R/precision.log
+fi
+if [ "${COMPILE_TEST:-1}" = 1 ] && [ "$(left)" -gt 60 ]; then
+  timeout $(( $(left) - 10 )) python3 -m pytest -q -p no:cacheprovider -rA -m gpu tests/test_harness_compile_baseline.py \
+      -k share_one_baseline > $R/compile_baseline.log 2>&1
+  echo "compile baseline test rc=$?"; tail -6 $R/compile_baseline.log
 fi
 echo "done at $(( $(date +%s) - T0 ))s"
