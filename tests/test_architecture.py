@@ -16,18 +16,19 @@ ROOT = Path(__file__).resolve().parents[1]
 SKIP = {"tests", "benchmarks", "examples", "scripts", "build", "dist"}
 
 #: room -> the rooms it may import. Leaves first; a room may always import itself.
-LEAVES = {"errors", "protocols", "expr", "taskfile", "yaml_load"}
+LEAVES = {"errors", "protocols", "expr", "taskfile", "yaml_load", "atomic_file"}
 ALLOWED: dict[str, set[str]] = {
     "errors": set(),
     "protocols": {"errors"},
     "expr": {"errors"},
     "taskfile": {"errors"},
     "yaml_load": set(),
+    "atomic_file": set(),
     "config": {"errors", "protocols"},
     "kb": LEAVES | {"config"},
     "feature_rules": LEAVES | {"config", "kb"},
     "retrieval": LEAVES | {"config", "kb", "feature_rules"},
-    "pipeline.harness": {"errors", "protocols", "taskfile"},
+    "pipeline.harness": {"errors", "protocols", "taskfile", "atomic_file"},
     "pipeline.runs": LEAVES | {"pipeline.harness"},
     "pipeline.loop": LEAVES | {"config", "kb", "feature_rules", "retrieval", "pipeline.harness", "pipeline.runs"},
     "pipeline.bench": LEAVES | {"config", "kb", "feature_rules", "retrieval", "pipeline.harness", "pipeline.runs",

@@ -16,10 +16,10 @@ import shutil
 from pathlib import Path
 from typing import Any
 
+from kernelskill.atomic_file import write_text_atomic
 from kernelskill.errors import KernelskillError
 from kernelskill.pipeline.bench.tasks import TaskRef
 from kernelskill.pipeline.runs import EVENTS, MANIFEST, Run, RunStore, utcnow
-from kernelskill.pipeline.runs.exchange import atomic_write_text
 
 log = logging.getLogger(__name__)
 
@@ -122,7 +122,7 @@ class Suite:
             return suite
         suite.path.mkdir(parents=True, exist_ok=True)
         body = {"kind": kind, "created": utcnow(), "options": options, "tasks": entries}
-        atomic_write_text(suite.path / SUITE_MANIFEST, json.dumps(body, indent=2, default=str) + "\n")
+        write_text_atomic(suite.path / SUITE_MANIFEST, json.dumps(body, indent=2, default=str) + "\n")
         return suite
 
     # sessions -----------------------------------------------------------------------------------------

@@ -25,12 +25,13 @@ import logging
 import math
 import os
 import re
-import tempfile
 import time
 from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
+
+from kernelskill.atomic_file import write_text_atomic
 
 from .results import EvalConfig, EvalResult
 
@@ -237,17 +238,7 @@ class BaselineStore:
         if not valid_record(record):
             raise ValueError("not a valid compile baseline record")
         path = self.path(str(record["key"]))
-        self.folder.mkdir(parents=True, exist_ok=True)
-        fd, tmp = tempfile.mkstemp(dir=self.folder, prefix=".tmp-", suffix=".json")
-        try:
-            with os.fdopen(fd, "w", encoding="utf-8") as fh:
-                json.dump(dict(record), fh, indent=1, sort_keys=True)
-                fh.flush()
-                os.fsync(fh.fileno())
-            os.replace(tmp, path)
-        except BaseException:
-            Path(tmp).unlink(missing_ok=True)
-            raise
+        write_text_atomic(path, json.dumps(dict(record), indent=1, sort_keys=True))
         return path
 
     @contextlib.contextmanager
@@ -260,14 +251,8 @@ class BaselineStore:
 
     def write_source(self, key: str, source: str) -> Path:
         """The baseline worker's candidate file (read by the worker, written here by the parent)."""
-        folder = self.folder / "sources"
-        folder.mkdir(parents=True, exist_ok=True)
-        path = folder / f"{self.path(key).stem}.py"
-        fd, tmp = tempfile.mkstemp(dir=folder, prefix=".tmp-", suffix=".py")
-        os.fchmod(fd, 0o644)  # mkstemp makes it 0600: as root the worker is uid 65534 and must read it
-        with os.fdopen(fd, "w", encoding="utf-8") as fh:
-            fh.write(source)
-        os.replace(tmp, path)
+        path = self.folder / "sources" / f"{self.path(key).stem}.py"
+        write_text_atomic(path, source, mode=0o644)  # as root the worker is uid 65534 and must read it
         return path
 
 

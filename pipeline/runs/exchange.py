@@ -21,12 +21,12 @@ import json
 import logging
 import os
 import re
-import tempfile
 from collections.abc import Iterator
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
+from kernelskill.atomic_file import write_text_atomic
 from kernelskill.errors import KernelskillError
 from kernelskill.pipeline.runs.bounds import (
     MAX_ANSWER_FILE_BYTES,
@@ -51,20 +51,6 @@ REJECTED_LOG = "rejected.log"
 
 class ExchangeError(KernelskillError):
     """A request or answer that cannot be accepted; the message says why."""
-
-
-def atomic_write_text(path: Path, text: str) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as fh:
-            fh.write(text)
-            fh.flush()
-            os.fsync(fh.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
 
 
 def _now() -> str:
@@ -134,8 +120,8 @@ class Exchange:
             return path
         redactor = current()  # a request is read by whoever answers it: no secret goes into one
         if prompt is not None:
-            atomic_write_text(self._prompt_path(request.id), redactor.text(prompt))
-        atomic_write_text(path, json.dumps(redactor.value(asdict(request)), indent=2, sort_keys=True))
+            write_text_atomic(self._prompt_path(request.id), redactor.text(prompt))
+        write_text_atomic(path, json.dumps(redactor.value(asdict(request)), indent=2, sort_keys=True))
         log.info("posted %s request %s (%s)", request.kind, request.id, request.role)
         return path
 
@@ -275,6 +261,6 @@ class Exchange:
         problem = text_problem(answer.text) if answer.text is not None else ""
         if problem:
             raise ExchangeError(f"request {req.id!r}: the answer is refused: {problem}")
-        atomic_write_text(path, json.dumps(asdict(answer), indent=2, sort_keys=True))
+        write_text_atomic(path, json.dumps(asdict(answer), indent=2, sort_keys=True))
         log.info("answered %s", req.id)
         return path
