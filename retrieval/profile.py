@@ -37,6 +37,11 @@ FIELD_MAP_PATH = Path(__file__).with_name("field_map.yaml")
 NA_VALUES = {"", "n/a", "na", "nan", "-", "--", "(n/a)", "none"}
 
 
+class ProfileError(KernelskillError):
+    """A profile file that cannot be read as a measurement (its path and, where it applies, line and metric in
+    the message): a fact about that capture, not about the knowledge base or its settings."""
+
+
 class FieldMap(BaseModel):
     """The parsed ``field_map.yaml``."""
 
@@ -218,7 +223,7 @@ def _find_header(rows: list[list[str]], source: str) -> int:
         cells = [c.strip() for c in row]
         if cells and cells[0] == "ID" and any(c in ("Kernel Name", "Function Name", "Name") for c in cells):
             return i
-    raise KernelskillError(f"{source}: not an ncu raw-page CSV (no header row starting with \"ID\" and "
+    raise ProfileError(f"{source}: not an ncu raw-page CSV (no header row starting with \"ID\" and "
                            f"naming \"Kernel Name\"; capture with ncu --csv --page raw)")
 
 
@@ -244,9 +249,9 @@ def parse_csv_text(text: str, source: str = "<profile>", field_map: FieldMap | N
     try:
         rows = [r for r in csv.reader(io.StringIO("\n".join(lines))) if r and any(c.strip() for c in r)]
     except csv.Error as exc:
-        raise KernelskillError(f"{source}: malformed CSV: {exc}") from exc
+        raise ProfileError(f"{source}: malformed CSV: {exc}") from exc
     if not rows:
-        raise KernelskillError(f"{source}: empty profile (no CSV rows)")
+        raise ProfileError(f"{source}: empty profile (no CSV rows)")
     h = _find_header(rows, source)
     header = [c.strip() for c in rows[h]]
     body = rows[h + 1 :]
@@ -255,7 +260,7 @@ def parse_csv_text(text: str, source: str = "<profile>", field_map: FieldMap | N
         units = [c.strip() for c in body[0]] + [""] * max(0, len(header) - len(body[0]))
         body = body[1:]
     if not body:
-        raise KernelskillError(f"{source}: the profile has a header but no kernel rows")
+        raise ProfileError(f"{source}: the profile has a header but no kernel rows")
     if "Metric Name" in header and "Metric Value" in header:  # ncu's default (details) page: pivot it
         header, units, body = _pivot_details(header, body, h)
     col = {name: i for i, name in enumerate(header)}
@@ -268,7 +273,7 @@ def parse_csv_text(text: str, source: str = "<profile>", field_map: FieldMap | N
 
     name_col = ident("kernel_name")
     if name_col is None:
-        raise KernelskillError(f"{source}: no kernel name column (looked for "
+        raise ProfileError(f"{source}: no kernel name column (looked for "
                                f"{', '.join(fmap.identity.get('kernel_name', []))})")
     id_col, grid_col, block_col = ident("id"), ident("grid_size"), ident("block_size")
 
@@ -282,7 +287,7 @@ def parse_csv_text(text: str, source: str = "<profile>", field_map: FieldMap | N
                 unit = units[col[raw]] if col[raw] < len(units) else ""
                 factor = unit_factor(unit, target)
                 if factor is None:
-                    raise KernelskillError(f"{source}: column {raw!r} ({field}) is in unit {unit!r}, which "
+                    raise ProfileError(f"{source}: column {raw!r} ({field}) is in unit {unit!r}, which "
                                            f"does not convert to {target}")
                 if factor != 1.0:
                     human = True
@@ -293,7 +298,7 @@ def parse_csv_text(text: str, source: str = "<profile>", field_map: FieldMap | N
                 missing.append(MissingField(field=field, looked_for=list(spec.get("raw", []))))
     for field, spec in fmap.fields.items():
         if spec.get("required") and field not in resolved:
-            raise KernelskillError(f"{source}: no column for {field} (looked for "
+            raise ProfileError(f"{source}: no column for {field} (looked for "
                                    f"{', '.join(spec.get('raw', []))}); capture with ncu --csv --page raw "
                                    f"--metrics {spec.get('raw', ['?'])[0]}")
 
@@ -307,17 +312,17 @@ def parse_csv_text(text: str, source: str = "<profile>", field_map: FieldMap | N
             try:
                 v = parse_number(row[i])
             except ValueError:
-                raise KernelskillError(f"{source}:{n}: column {raw!r} ({field}) holds {row[i][:40]!r}, "
+                raise ProfileError(f"{source}:{n}: column {raw!r} ({field}) holds {row[i][:40]!r}, "
                                        f"not a number") from None
             if v is None and fmap.fields.get(field, {}).get("required"):
                 cell = repr(row[i].strip()[:40]) if row[i].strip() else "an empty cell"
-                raise KernelskillError(f"{source}:{n}: column {raw!r} ({field}) is required and holds {cell}, "
+                raise ProfileError(f"{source}:{n}: column {raw!r} ({field}) is required and holds {cell}, "
                                        "not a number; a profile without it is not usable")
             if v is not None:
                 v *= factor
                 problem = value_problem(v, targets[field], field)
                 if problem is not None:
-                    raise KernelskillError(f"{source}:{n}: column {raw!r} ({field}) holds {row[i][:40]!r}, "
+                    raise ProfileError(f"{source}:{n}: column {raw!r} ({field}) holds {row[i][:40]!r}, "
                                            f"which {problem}; not a value ncu can measure")
                 if targets[field] == "pct" and v > 100.0:
                     v = 100.0  # within the tolerance: at the peak
@@ -404,17 +409,17 @@ def _group(launches: list[dict[str, Any]], resolved: dict[str, tuple[str, int, f
 def _import_report(path: Path) -> str:
     ncu = shutil.which("ncu") or next((p for p in ("/usr/local/cuda/bin/ncu",) if Path(p).exists()), None)
     if ncu is None:
-        raise KernelskillError(f"{path}: reading a .ncu-rep needs Nsight Compute's ncu on PATH; or export it "
+        raise ProfileError(f"{path}: reading a .ncu-rep needs Nsight Compute's ncu on PATH; or export it "
                                f"where ncu is installed: ncu --import {path.name} --csv --page raw "
                                f"--print-units base > {path.stem}.csv")
     try:
         proc = subprocess.run([ncu, "--import", str(path), "--csv", "--page", "raw", "--print-units", "base"],
                               capture_output=True, text=True, timeout=300)
     except (OSError, subprocess.TimeoutExpired) as exc:
-        raise KernelskillError(f"{path}: ncu --import failed: {exc}") from exc
+        raise ProfileError(f"{path}: ncu --import failed: {exc}") from exc
     if proc.returncode != 0:
         last = (proc.stderr.strip() or proc.stdout.strip() or "no output").splitlines()[-1]
-        raise KernelskillError(f"{path}: ncu --import failed (exit {proc.returncode}): {last}")
+        raise ProfileError(f"{path}: ncu --import failed (exit {proc.returncode}): {last}")
     return proc.stdout
 
 
@@ -422,15 +427,15 @@ def load_profile(path: str | Path, *, field_map: FieldMap | None = None) -> Prof
     """Read an ncu raw-page CSV or an ``.ncu-rep`` (through ``ncu --import``) into a :class:`Profile`."""
     p = Path(path)
     if not p.is_file():
-        raise KernelskillError(f"{p}: no such profile file")
+        raise ProfileError(f"{p}: no such profile file")
     if p.suffix == ".ncu-rep":
         return parse_csv_text(_import_report(p), source=str(p), field_map=field_map)
     try:
         raw = p.read_bytes()
     except OSError as exc:
-        raise KernelskillError(f"{p}: cannot read: {exc}") from exc
+        raise ProfileError(f"{p}: cannot read: {exc}") from exc
     if raw[:3] == b"NVR" or b"\x00" in raw[:4096]:
-        raise KernelskillError(f"{p}: a binary file, not CSV (an ncu report? name it .ncu-rep)")
+        raise ProfileError(f"{p}: a binary file, not CSV (an ncu report? name it .ncu-rep)")
     try:
         text = raw.decode("utf-8-sig")
     except UnicodeDecodeError:

@@ -48,6 +48,7 @@ from kernelskill.pipeline.loop.memory import (
 from kernelskill.pipeline.loop.search import Candidate, Search, failed_reverification, search_enabled
 from kernelskill.pipeline.runs import SIDE, Paused, Run, gpu_request, markdown_report, run_gpu_step
 from kernelskill.pipeline.runs.report import spend
+from kernelskill.retrieval.profile import ProfileError
 
 __all__ = ["Paused", "Loop", "LoopOptions", "LoopResult"]
 
@@ -295,14 +296,14 @@ class Loop:
                 raw = self.retriever.query(self.run.path / parent.path, task=self.run.task_path,
                                            profile=profile_path, protocol=self.run.protocol,
                                            precision=self.run.precision)
+            except ProfileError as exc:
+                # the profile does not read (a counter ncu reported out of range): a fact about this parent's
+                # profile, not a broken KB; the query goes on from the code alone and says so
+                log.warning("profile of %s not used: %s", parent.path, exc)
+                raw = self.retriever.query(self.run.path / parent.path, task=self.run.task_path, profile=None,
+                                           protocol=self.run.protocol, precision=self.run.precision)
+                return {"candidate": parent.path, "result": raw, "error": f"profile not used: {exc}"}
             except KernelskillError as exc:
-                if profile_path is not None and str(exc).startswith(str(profile_path)):
-                    # the profile does not read (a counter ncu reported out of range): a fact about this
-                    # parent's profile, not a broken KB; the query goes on from the code alone and says so
-                    log.warning("profile of %s not used: %s", parent.path, exc)
-                    raw = self.retriever.query(self.run.path / parent.path, task=self.run.task_path, profile=None,
-                                               protocol=self.run.protocol, precision=self.run.precision)
-                    return {"candidate": parent.path, "result": raw, "error": f"profile not used: {exc}"}
                 if "no kernel found" not in str(exc):  # a broken KB or store: stop, resumable once fixed
                     raise
                 log.warning("query of %s: %s", parent.path, exc)  # a fact about this parent: record it
