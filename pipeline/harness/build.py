@@ -26,6 +26,8 @@ import time
 from pathlib import Path
 from typing import Any
 
+from kernelskill.atomic_file import write_text_atomic
+
 from .inline_fast import NotEligible, build_fast
 from .prelude import HEAVY_INCLUDE_RE, NEEDS_FULL_RE, CandidateBuildError, light_cuda_source
 from .results import trim_log
@@ -86,9 +88,8 @@ def write_record(path: Path, folder: Path, record: dict[str, Any], *, parts: tup
     """Write a build record (the parent does, never a worker) sealed with the hash of itself and of every
     file of the entry; atomically, so a reader sees the old record or the new one."""
     files = _entry_files(folder, parts)
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    tmp.write_text(json.dumps({"record": record, "files": files, "sha256": _seal(record, files)}, default=str))
-    os.replace(tmp, path)
+    write_text_atomic(path, json.dumps({"record": record, "files": files, "sha256": _seal(record, files)},
+                                       default=str), mode=0o644)
 
 
 def read_record(path: Path, folder: Path, *, parts: tuple[str, ...],
