@@ -5,6 +5,7 @@ measurement itself through a real worker (the CPU path here; the GPU path is mar
 from __future__ import annotations
 
 import dataclasses
+import hashlib
 import json
 import logging
 from pathlib import Path
@@ -46,13 +47,30 @@ def test_key_changes_with_the_task_bytes_gpu_torch_and_triton():
 def test_key_follows_what_the_reference_runs_and_how_it_is_timed_only():
     cfg = EvalConfig(baseline="compile")
     base = cb.baseline_key(b"task", cfg, ENV)
-    for field, value in (("precision", "bf16"), ("seed", 7), ("timing_trials", 50), ("warmup", 5),
-                         ("correctness_trials", 2)):
+    for field, value in (("precision", "bf16"), ("timing_trials", 50), ("warmup", 5), ("l2_flush_mb", 0)):
         assert cb.baseline_key(b"task", dataclasses.replace(cfg, **{field: value}), ENV) != base, field
-    # what judges the candidate, limits and paths: the same baseline
+    # what judges the candidate, limits and paths, and the values (not the shapes) of weights and timed
+    # inputs: the same baseline, so a verification on another seed shares its run's
     same = EvalConfig.from_protocol("kernelbench", baseline="compile", atol=1e-2, run_timeout_s=30,
-                                    cache_dir="/elsewhere", alt_shapes=False, check_fp64=False, device=3)
+                                    cache_dir="/elsewhere", alt_shapes=False, check_fp64=False, device=3,
+                                    seed=7, correctness_trials=2)
     assert cb.baseline_key(b"task", same, ENV) == base
+
+
+def test_legacy_key_is_the_first_schemas_which_covered_the_seed():
+    cfg = EvalConfig(baseline="compile")
+    legacy = cb.legacy_key(b"task", cfg, ENV)
+    assert legacy != cb.baseline_key(b"task", cfg, ENV)
+    assert cb.legacy_key(b"task", dataclasses.replace(cfg, seed=7), ENV) != legacy
+    # the /1 formula, written out: a record of a run measured before /2 must still be found
+    digest = hashlib.sha256()
+    fields = {name: getattr(cfg, name) for name in ("precision", "seed", "correctness_trials", "timing_trials",
+                                                     "min_timing_trials", "timing_budget_s", "timing_ci",
+                                                     "warmup", "l2_flush_mb")}
+    for part in ("kernelskill-compile-baseline/1", hashlib.sha256(b"task").hexdigest(),
+                 json.dumps(fields, sort_keys=True), json.dumps(dataclasses.asdict(ENV), sort_keys=True)):
+        digest.update(part.encode() + b"\0")
+    assert legacy == digest.hexdigest()
 
 
 def test_environment_names_this_machine():
@@ -166,6 +184,22 @@ def test_seed_takes_the_record_of_the_key_computed_here_only(tmp_path):
     assert seed_compile_baselines(ADD_SMALL, inline, [record(here)]) == 0
 
 
+def test_seed_files_a_record_of_the_legacy_key_under_todays_key(tmp_path):
+    cfg = EvalConfig(baseline="compile", cache_dir=str(tmp_path / "cache"))
+    env = cb.environment()
+    here = cb.baseline_key(ADD_SMALL.read_bytes(), cfg, env)
+    legacy = cb.legacy_key(ADD_SMALL.read_bytes(), cfg, env)
+    other_seed = cb.legacy_key(ADD_SMALL.read_bytes(), dataclasses.replace(cfg, seed=cfg.seed + 1), env)
+    assert seed_compile_baselines(ADD_SMALL, cfg, [record(other_seed)]) == 0  # a /1 key of another config
+    assert seed_compile_baselines(ADD_SMALL, cfg, [record(legacy, eager=4.0)]) == 1
+    stored = compile_baseline_store(cfg).get(here)
+    assert stored["eager_ms"] == 4.0 and stored["legacy_key"] == legacy and stored["schema"] == cb.SCHEMA
+    # today's key wins over a legacy one in the same batch
+    cfg2 = dataclasses.replace(cfg, cache_dir=str(tmp_path / "cache2"))
+    assert seed_compile_baselines(ADD_SMALL, cfg2, [record(legacy, eager=4.0), record(here, eager=5.0)]) == 1
+    assert compile_baseline_store(cfg2).get(here)["eager_ms"] == 5.0
+
+
 def _run_with_records(store: RunStore, task: Path, run_id: str, records: list[dict[str, Any]],
                       seed: int | None = None) -> Any:
     run = store.create(task, {"model": "m", "options": {}, "harness": {"baseline": "compile"}}, run_id=run_id)
@@ -189,13 +223,16 @@ def test_gpu_side_seeds_the_store_from_matching_run_records_only(tmp_path, monke
     assert cfg.baseline == "compile" and cfg.compile_baseline == "once"
     cfg_verify = gpu_side.HarnessGPU.config(first.path, 20261202)
     here, verify = (cb.baseline_key(first.task_path.read_bytes(), c, env) for c in (cfg, cfg_verify))
+    assert here == verify  # the verification on another seed shares the run's baseline
+    legacy = cb.legacy_key(first.task_path.read_bytes(), cfg, env)  # what a run of session 5 carries
     other_gpu = cb.baseline_key(first.task_path.read_bytes(), cfg, dataclasses.replace(env, gpu="NVIDIA B200"))
     other_task = cb.baseline_key(b"another task", cfg, env)
-    runs = [first, _run_with_records(store, task, "001-add", [record(other_gpu), record(here)]),
-            _run_with_records(store, task, "002-add", [record(other_task), record(verify)], seed=20261202)]
-    assert gpu_side.HarnessGPU(allow_cpu=True).seed_compile_baselines(runs) == 2
+    runs = [first, _run_with_records(store, task, "001-add", [record(other_gpu), record(legacy)]),
+            _run_with_records(store, task, "002-add", [record(other_task)], seed=20261202)]
+    assert gpu_side.HarnessGPU(allow_cpu=True).seed_compile_baselines(runs) == 1
     folder = cache / cb.STORE_DIR
-    assert sorted(p.name for p in folder.glob("*.json")) == sorted([f"{here}.json", f"{verify}.json"])
+    assert sorted(p.name for p in folder.glob("*.json")) == [f"{here}.json"]
+    assert json.loads((folder / f"{here}.json").read_text())["legacy_key"] == legacy
     assert gpu_side.seed_compile_baselines(runs, gpu_side.HarnessGPU.config) == 0  # already there
 
 

@@ -345,11 +345,12 @@ def seed_compile_baselines(task: str | Path, config: EvalConfig, records: Iterab
     GPU, torch, triton, task or timing setting). Returns how many were written (0 or 1)."""
     if not (config.baseline == "compile" and config.compile_baseline == "once"):
         return 0
-    task_bytes = Path(task).read_bytes()
-    key = compile_baseline.baseline_key(task_bytes, config, compile_baseline.environment(device))
+    task_bytes, env = Path(task).read_bytes(), compile_baseline.environment(device)
+    key = compile_baseline.baseline_key(task_bytes, config, env)
     store = compile_baseline_store(config)
     with store.lock(key):
-        return compile_baseline.seed_store(store, records, key)
+        return compile_baseline.seed_store(store, records, key,
+                                           legacy=compile_baseline.legacy_key(task_bytes, config, env))
 
 
 def _ready_key(env: dict[str, str], writable: list[str]) -> str:

@@ -37,17 +37,24 @@ from .results import EvalConfig, EvalResult
 
 log = logging.getLogger(__name__)
 
-#: the measurement's method: a change of what the baseline worker does gives every key a new value
-SCHEMA = "kernelskill-compile-baseline/1"
+#: the measurement's method: a change of what the baseline worker does, or of what the key covers, gives every
+#: key a new value (/1 also covered the seed and correctness_trials: see :data:`LEGACY_KEY_FIELDS`)
+SCHEMA = "kernelskill-compile-baseline/2"
+LEGACY_SCHEMA = "kernelskill-compile-baseline/1"
 #: the store's folder under the harness cache root (never a folder a worker may write)
 STORE_DIR = "compile_baselines"
-#: EvalConfig fields that change what the reference runs or how it is timed (docs/harness.md). The precision
-#: casts the task, the seed makes its weights and inputs, correctness_trials picks the timed inputs (the last
-#: trial's seed), the rest are the timing loop's own settings. Excluded: the protocol (tolerances, op and
-#: library policies, TF32 acceptance and the second shape set judge the candidate; both baselines are timed
-#: under PyTorch's shipped settings whatever the protocol), limits, paths and the checks' switches.
-KEY_FIELDS = ("precision", "seed", "correctness_trials", "timing_trials", "min_timing_trials", "timing_budget_s",
-              "timing_ci", "warmup", "l2_flush_mb")
+#: EvalConfig fields that change what the reference runs or how it is timed (docs/harness.md): the precision
+#: casts the task, the rest are the timing loop's own settings. Excluded: the seed and correctness_trials, which
+#: choose the values of the weights and the timed inputs, not their shapes or dtypes (a dense forward takes the
+#: same time on other values; a verification on another seed shares its run's baseline); the protocol
+#: (tolerances, op and library policies, TF32 acceptance and the second shape set judge the candidate; both
+#: baselines are timed under PyTorch's shipped settings whatever the protocol); limits, paths and the checks'
+#: switches.
+KEY_FIELDS = ("precision", "timing_trials", "min_timing_trials", "timing_budget_s", "timing_ci", "warmup",
+              "l2_flush_mb")
+#: what a /1 key covered: records of runs measured before /2 are still taken when their /1 key matches
+LEGACY_KEY_FIELDS = ("precision", "seed", "correctness_trials", "timing_trials", "min_timing_trials",
+                     "timing_budget_s", "timing_ci", "warmup", "l2_flush_mb")
 #: how the baseline worker's config departs from the candidate's: the "candidate" is the task's own Model, so
 #: the checks that judge a candidate are off (or cannot fire) and nothing irrelevant to the timing runs
 BASELINE_OVERRIDES: dict[str, Any] = {
@@ -107,14 +114,23 @@ def environment(device: int | None = None) -> Environment:
     return Environment(gpu=_gpu_name(_parent_index(device)), torch=str(torch.__version__), triton=triton_version())
 
 
-def key_config(config: EvalConfig) -> dict[str, Any]:
-    return {name: getattr(config, name) for name in KEY_FIELDS}
+def key_config(config: EvalConfig, fields: tuple[str, ...] = KEY_FIELDS) -> dict[str, Any]:
+    return {name: getattr(config, name) for name in fields}
 
 
 def baseline_key(task_bytes: bytes, config: EvalConfig, env: Environment) -> str:
     """sha256 over the method, the task file's bytes, :data:`KEY_FIELDS` of the config and the environment."""
+    return _digest(SCHEMA, task_bytes, key_config(config), env)
+
+
+def legacy_key(task_bytes: bytes, config: EvalConfig, env: Environment) -> str:
+    """The key a /1 harness computed for the same task, config and environment (:data:`LEGACY_KEY_FIELDS`)."""
+    return _digest(LEGACY_SCHEMA, task_bytes, key_config(config, LEGACY_KEY_FIELDS), env)
+
+
+def _digest(schema: str, task_bytes: bytes, fields: dict[str, Any], env: Environment) -> str:
     digest = hashlib.sha256()
-    for part in (SCHEMA, hashlib.sha256(task_bytes).hexdigest(), json.dumps(key_config(config), sort_keys=True),
+    for part in (schema, hashlib.sha256(task_bytes).hexdigest(), json.dumps(fields, sort_keys=True),
                  json.dumps(dataclasses.asdict(env), sort_keys=True)):
         digest.update(part.encode() + b"\0")
     return digest.hexdigest()
@@ -256,18 +272,25 @@ class BaselineStore:
         return path
 
 
-def seed_store(store: BaselineStore, records: Iterable[Any], key: str) -> int:
+def seed_store(store: BaselineStore, records: Iterable[Any], key: str, legacy: str | None = None) -> int:
     """Store the first valid record of ``key`` among ``records`` when the store has none; records of other
-    keys (another GPU, torch, triton, task or timing setting) are passed over. Returns how many were written."""
+    keys (another GPU, torch, triton, task or timing setting) are passed over. A record filed under ``legacy``
+    (the /1 key of the same task, config and environment) is stored under ``key``, its old key kept in
+    ``legacy_key``: it measured what a /2 record measures. Returns how many were written."""
     if store.get(key) is not None:
         return 0
+    records = list(records)
     for record in records:
         if valid_record(record, key):
             store.put(record)
             return 1
+    for record in records:
+        if legacy is not None and valid_record(record, legacy):
+            store.put({**record, "key": key, "schema": SCHEMA, "legacy_key": legacy})
+            return 1
     return 0
 
 
-__all__ = ["BASELINE_OVERRIDES", "KEY_FIELDS", "SCHEMA", "STORE_DIR", "BaselineStore", "Environment", "applies",
-           "apply_record", "baseline_config", "baseline_key", "baseline_source", "derived_figures", "environment",
+__all__ = ["BASELINE_OVERRIDES", "KEY_FIELDS", "LEGACY_KEY_FIELDS", "LEGACY_SCHEMA", "SCHEMA", "STORE_DIR", "BaselineStore", "Environment", "applies",
+           "apply_record", "baseline_config", "baseline_key", "baseline_source", "legacy_key", "derived_figures", "environment",
            "record_from_result", "seed_store", "valid_record"]
