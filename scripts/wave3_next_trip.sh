@@ -3,13 +3,16 @@
 # repository root on the GPU box, with `.whl` carried (scripts/device_wheels.sh); results under $OUT.
 #   0. one CUDA candidate in the sandbox as uid 65534 (SMOKE_TEST=0 skips it); if it fails, the trip goes on
 #      with the root mapping (KERNELSKILL_HARNESS_SANDBOX_ID=root);
+#   0b. with SANDBOX_TEST=1, every GPU test of tests/test_sandbox_gpu.py (the attacks on a real GPU), at most
+#      SANDBOX_TIMEOUT (default 220) seconds, before the suites;
 #   1. the pending GPU steps of the suites named in SUITES (default: the five of benchmarks/results/wave3_pending/),
 #      read from BUNDLE_DIR/NAME-BUNDLE_SUFFIX (default: wave3_pending/NAME-seeds-answered.tar), in one gpu_side batch
 #      with profiles ahead: those are real Nsight Compute runs inside the sandbox on real candidates;
 #   2. with what is left: the sandbox test with real Nsight Compute (NCU_TEST=0 skips it), the bf16 harness
 #      test (PRECISION_TEST=0 skips it), and the once-per-task torch.compile baseline's test (COMPILE_TEST=0).
 # gpu_side gets DEADLINE (default 570) less RESERVE (default 150) seconds; the suites come back as NAME-back.tar
-# under $OUT (bench import them into their suite folders here), the logs as $OUT/trip.tar.gz.
+# under $OUT (bench import them into their suite folders here), the logs as $OUT/trip.tar.gz. A SUITES entry
+# NAME=PATH reads that suite's bundle from PATH (relative to the repository root) instead.
 # Device time buys about one evaluation per 10 s (docs/gpu_verification.md): name fewer suites rather than
 # leave profiles behind, since a run whose parent has no profile costs a trip of its own.
 set -o pipefail
@@ -34,9 +37,17 @@ if [ "${SMOKE_TEST:-1}" = 1 ]; then
     timeout 90 python3 -c "$SMOKE" >> $R/smoke.log 2>&1; }
   tail -3 $R/smoke.log
 fi
+if [ "${SANDBOX_TEST:-0}" = 1 ]; then
+  timeout ${SANDBOX_TIMEOUT:-220} python3 -m pytest -q -p no:cacheprovider -rA -m gpu tests/test_sandbox_gpu.py \
+      > $R/sandbox_gpu.log 2>&1
+  echo "sandbox GPU tests rc=$? after $(( $(date +%s) - T0 ))s"; tail -25 $R/sandbox_gpu.log
+fi
 B=$(( $(left) - RESERVE )); echo "gpu_side budget ${B}s for: $SUITES"
 DIRS=""; IN=""; BACK=""
-for s in $SUITES; do DIRS="$DIRS /tmp/s/$s"; IN="$IN $P/$s-$SUFFIX"; BACK="$BACK $OUT/$s-back.tar"; done
+for entry in $SUITES; do
+  s=${entry%%=*}; bundle=$P/$s-$SUFFIX; [ "$s" != "$entry" ] && bundle=${entry#*=}
+  DIRS="$DIRS /tmp/s/$s"; IN="$IN $bundle"; BACK="$BACK $OUT/$s-back.tar"
+done
 timeout $(( B + 40 )) python3 -m kernelskill.pipeline.runs.gpu_side $DIRS --import $IN --export-to $BACK \
     --budget-s $B --build-jobs 14 2>&1 | tee $R/gpu_side.log | tail -80
 echo "gpu_side done at $(( $(date +%s) - T0 ))s"
