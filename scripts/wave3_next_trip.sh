@@ -3,8 +3,8 @@
 # repository root on the GPU box, with `.whl` carried (scripts/device_wheels.sh); results under $OUT.
 #   0. one CUDA candidate in the sandbox as uid 65534 (SMOKE_TEST=0 skips it); if it fails, the trip goes on
 #      with the root mapping (KERNELSKILL_HARNESS_SANDBOX_ID=root);
-#   0b. with SANDBOX_TEST=1, every GPU test of tests/test_sandbox_gpu.py (the attacks on a real GPU), at most
-#      SANDBOX_TIMEOUT (default 220) seconds, before the suites;
+#   0b. FIRST_TESTS="FILE:SECONDS ...": the GPU tests of each FILE, at most SECONDS each, before the suites
+#      (for a trip that may be the session's only one: e.g. tests/test_sandbox_gpu.py:230);
 #   1. the pending GPU steps of the suites named in SUITES (default: the five of benchmarks/results/wave3_pending/),
 #      read from BUNDLE_DIR/NAME-BUNDLE_SUFFIX (default: wave3_pending/NAME-seeds-answered.tar), in one gpu_side batch
 #      with profiles ahead: those are real Nsight Compute runs inside the sandbox on real candidates;
@@ -37,11 +37,11 @@ if [ "${SMOKE_TEST:-1}" = 1 ]; then
     timeout 90 python3 -c "$SMOKE" >> $R/smoke.log 2>&1; }
   tail -3 $R/smoke.log
 fi
-if [ "${SANDBOX_TEST:-0}" = 1 ]; then
-  timeout ${SANDBOX_TIMEOUT:-220} python3 -m pytest -q -p no:cacheprovider -rA -m gpu tests/test_sandbox_gpu.py \
-      > $R/sandbox_gpu.log 2>&1
-  echo "sandbox GPU tests rc=$? after $(( $(date +%s) - T0 ))s"; tail -25 $R/sandbox_gpu.log
-fi
+for t in ${FIRST_TESTS:-}; do
+  f=${t%%:*}; log=$R/$(basename "$f" .py).log
+  timeout "${t##*:}" python3 -m pytest -q -p no:cacheprovider -rA -m gpu "$f" > "$log" 2>&1
+  echo "$f rc=$? after $(( $(date +%s) - T0 ))s"; grep -E "^(PASSED|FAILED|ERROR|SKIPPED)|passed|failed" "$log" | tail -25
+done
 B=$(( $(left) - RESERVE )); echo "gpu_side budget ${B}s for: $SUITES"
 DIRS=""; IN=""; BACK=""
 for entry in $SUITES; do
