@@ -320,6 +320,9 @@ def test_profile_worker_says_process_only_when_forced(world):
                              "cache": str(world.cache), "home": str(world.home)}, world,
                KERNELSKILL_NCU=str(FAKE_NCU), KERNELSKILL_HARNESS_ISOLATION="process")
     assert res["isolation"] == "process-only" and res["ok"], res["message"]
+    # where its seconds went: the profiler's process, and the worker's stages inside it
+    times = res["details"]["stage_times_s"]
+    assert 0 < times["end"] <= res["details"]["ncu_seconds"] and "load_task" in times, res["details"]
 
 
 # ---- without namespaces: refused unless --allow-weak-isolation --------------------------------------

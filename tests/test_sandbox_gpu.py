@@ -165,6 +165,9 @@ def test_real_ncu_profiles_inside_the_sandbox(world):
         assert "ERR_NVGPUCTRPERM" in res["message"] or "permission" in res["message"], res["message"][-2000:]
         pytest.skip("the driver restricts the counters to administrators: " + res["message"][:200])
     assert res["rows"] and any("add" in r.get("Kernel Name", "").lower() or r.get("Kernel Name") for r in res["rows"])
+    times = res["details"]["stage_times_s"]  # where a profile's seconds go, printed for the trip's log
+    print("profile seconds: ncu", res["details"]["ncu_seconds"], "| worker stages", times)
+    assert times["load_task"] <= times["warmup"] <= times["profiled_forward"] <= times["end"]
     # the probe under the real profiler: what it tried changed nothing on the host
     _run(PROFILE_ONE, {"task": str(GPU_ADD if GPU_ADD.is_file() else ADD), "candidate": str(world.probe("pr.py")),
                        "cache": str(world.cache), "home": str(world.home)}, world)

@@ -219,6 +219,10 @@ class ProfileResult(_Record):
     #: who the profiler's sandbox's root was on the host (unprivileged where kernelskill runs as root; see
     #: ``isolation.Identity.describe``)
     identity: str = ""
+    #: where the seconds went: ``ncu_seconds`` (the profiler's process, start to exit) and the worker's
+    #: ``stage_times_s`` inside it (load_task, import_candidate, warmup, profiled_forward: seconds since the
+    #: worker started; ``end`` is its last), so ncu's own start-up and replay cost read off the difference
+    details: dict[str, Any] = field(default_factory=dict)
 
 
 def trim_log(text: str, limit: int = 6000) -> str:

@@ -22,8 +22,9 @@ from kernelskill.pipeline.runs.store import Run
 
 log = logging.getLogger(__name__)
 
-#: what a profile's record keeps of its result's details: where and how it ran (gpu_pool stamps them)
-PROVENANCE = ("evaluator", "device", "attempts", "gpu_name")
+#: what a profile's record keeps of its result's details: where and how it ran (gpu_pool stamps them), and
+#: where its seconds went (the harness's profile: ncu's process and the worker's stages inside it)
+PROVENANCE = ("evaluator", "device", "attempts", "gpu_name", "ncu_seconds", "stage_times_s")
 
 
 # GPU steps as portable requests ---------------------------------------------------------------
