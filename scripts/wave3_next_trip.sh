@@ -5,6 +5,8 @@
 #      with the root mapping (KERNELSKILL_HARNESS_SANDBOX_ID=root);
 #   0b. FIRST_TESTS="FILE:SECONDS ...": the GPU tests of each FILE, at most SECONDS each, before the suites
 #      (for a trip that may be the session's only one: e.g. tests/test_sandbox_gpu.py:230);
+#   0c. BLIND_S=SECONDS: the blind set's real profiles (tests/data/blind/capture.py, its deadline SECONDS),
+#      back as $OUT/blind_profiles.tar and $OUT/capture_meta.json (untar into tests/data/blind/profiles/);
 #   1. the pending GPU steps of the suites named in SUITES (default: the five of benchmarks/results/wave3_pending/),
 #      read from BUNDLE_DIR/NAME-BUNDLE_SUFFIX (default: wave3_pending/NAME-seeds-answered.tar), in one gpu_side batch
 #      with profiles ahead: those are real Nsight Compute runs inside the sandbox on real candidates;
@@ -42,6 +44,12 @@ for t in ${FIRST_TESTS:-}; do
   timeout "${t##*:}" python3 -m pytest -q -p no:cacheprovider -rA -m gpu "$f" > "$log" 2>&1
   echo "$f rc=$? after $(( $(date +%s) - T0 ))s"; grep -E "^(PASSED|FAILED|ERROR|SKIPPED)|passed|failed" "$log" | tail -25
 done
+if [ -n "${BLIND_S:-}" ]; then
+  timeout $(( BLIND_S + 40 )) python3 tests/data/blind/capture.py --out /tmp/blind --deadline-s "$BLIND_S" \
+      > $R/blind_capture.log 2>&1
+  echo "blind capture rc=$? after $(( $(date +%s) - T0 ))s"; tail -5 $R/blind_capture.log
+  cp /tmp/blind/blind_profiles.tar /tmp/blind/capture_meta.json $OUT/ 2>/dev/null
+fi
 B=$(( $(left) - RESERVE )); echo "gpu_side budget ${B}s for: $SUITES"
 DIRS=""; IN=""; BACK=""
 for entry in $SUITES; do
