@@ -148,3 +148,27 @@ def test_the_query_command_shows_the_routes_and_what_is_applied(settings) -> Non
     assert "routes for gemm" in out.stdout and "hand_tiles (current)" in out.stdout
     assert "the best allowed route is tensor_core" in out.stdout
     assert "already applied (not offered again): cp_async_double_buffering (line" in out.stdout
+
+
+TRANSPOSE = """
+#define TILE 32
+__global__ void t(const float* in, float* out, int rows, int cols) {
+    __shared__ float tile[TILE][TILE%s];
+    tile[threadIdx.y][threadIdx.x] = in[blockIdx.y * TILE * cols + threadIdx.y * cols + threadIdx.x];
+    __syncthreads();
+    out[threadIdx.y * rows + threadIdx.x] = tile[threadIdx.x][threadIdx.y];
+}
+"""
+
+
+def test_a_shared_tile_transpose_and_its_padding_are_seen_as_applied() -> None:
+    from kernelskill.retrieval.applied import applied_methods
+
+    plain = applied_methods(TRANSPOSE % "", {})
+    assert "shared_memory_transpose" in plain and "bank_conflict_avoidance" not in plain
+    assert "__shared__ float tile" in plain["shared_memory_transpose"].evidence
+    padded = applied_methods(TRANSPOSE % " + 1", {})
+    assert {"shared_memory_transpose", "bank_conflict_avoidance"} <= set(padded)
+    # a row-wise read of a shared tile is no transpose
+    assert "shared_memory_transpose" not in applied_methods(
+        (TRANSPOSE % "").replace("tile[threadIdx.x][threadIdx.y]", "tile[threadIdx.y][threadIdx.x]"), {})
