@@ -15,6 +15,7 @@
 # gpu_side gets DEADLINE (default 570) less RESERVE (default 150) seconds; the suites come back as NAME-back.tar
 # under $OUT (bench import them into their suite folders here), the logs as $OUT/trip.tar.gz. A SUITES entry
 # NAME=PATH reads that suite's bundle from PATH (relative to the repository root) instead.
+# CONTINUE=1 (a second call while the box is warm): the suites already under /tmp/s go on, nothing imported.
 # Device time buys about one evaluation per 10 s (docs/gpu_verification.md): name fewer suites rather than
 # leave profiles behind, since a run whose parent has no profile costs a trip of its own.
 set -o pipefail
@@ -56,7 +57,10 @@ for entry in $SUITES; do
   s=${entry%%=*}; bundle=$P/$s-$SUFFIX; [ "$s" != "$entry" ] && bundle=${entry#*=}
   DIRS="$DIRS /tmp/s/$s"; IN="$IN $bundle"; BACK="$BACK $OUT/$s-back.tar"
 done
-timeout $(( B + 40 )) python3 -m kernelskill.pipeline.runs.gpu_side $DIRS --import $IN --export-to $BACK \
+# CONTINUE=1: a second call on a box still warm goes on with the suites under /tmp/s (no import: that would
+# replace what the first call measured)
+[ "${CONTINUE:-0}" = 1 ] && IN="" || IN="--import $IN"
+timeout $(( B + 40 )) python3 -m kernelskill.pipeline.runs.gpu_side $DIRS $IN --export-to $BACK \
     --budget-s $B --build-jobs 14 2>&1 | tee $R/gpu_side.log | tail -80
 echo "gpu_side done at $(( $(date +%s) - T0 ))s"
 if [ "${NCU_TEST:-1}" = 1 ] && [ "$(left)" -gt 60 ]; then
