@@ -213,3 +213,22 @@ def test_the_worker_log_is_read_only_as_the_worker_s_own_plain_file(tmp_path):
     assert sandbox._worker_log(log, outer) is None  # root's file, not the worker's
     os.chown(log, outer, outer)
     assert sandbox._worker_log(log, outer) == b"output"
+
+
+@needs_root_sandbox
+def test_as_root_a_run_made_under_umask_077_is_evaluated(tmp_path, outside):
+    """A root whose umask is 077 (private folders, private files) still gets its run's candidates evaluated by
+    the unprivileged sandbox: the task copy and the candidates are written readable (0644), the folders keep
+    the umask's 0700 (the sandbox binds the kept files through them)."""
+    from kernelskill.pipeline.runs.store import RunStore
+
+    old = os.umask(0o077)
+    try:
+        run = RunStore(outside / "runs").create(ADD, {"model": "m", "options": {}})
+        rel = run.write_candidate("r00.generate", GOOD.read_text())
+    finally:
+        os.umask(old)
+    assert stat_mode(run.path) == 0o700
+    assert stat_mode(run.path / rel) == 0o644 and stat_mode(run.task_path) == 0o644
+    res = evaluate(run.task_path, run.path / rel, _cfg(tmp_path))
+    assert res.status == "ok" and res.details["sandbox_identity"].startswith("unprivileged"), res.message

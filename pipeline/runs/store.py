@@ -12,6 +12,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+from kernelskill.atomic_file import write_text_atomic
 from kernelskill.errors import KernelskillError
 from kernelskill.pipeline.runs.bounds import read_bounded
 from kernelskill.pipeline.runs.events import (
@@ -33,6 +34,8 @@ log = logging.getLogger(__name__)
 #: a manifest is a few hundred bytes; a candidate is bounded by the answer bounds (256 K characters)
 MAX_MANIFEST_BYTES = 1 << 20
 MAX_RUN_FILE_BYTES = 4 << 20
+#: the mode of the files an evaluation's worker reads (the task copy, the candidates), whatever the umask
+SANDBOX_READABLE = 0o644
 
 
 
@@ -106,13 +109,9 @@ class Run:
         relative to the run folder. The stored file is what is evaluated, so nothing else ever holds the raw
         text."""
         rel = f"{CANDIDATES}/{step_filename(step)}"
-        target = self.path / rel
-        target.parent.mkdir(parents=True, exist_ok=True)
-        tmp = target.with_suffix(".tmp")
-        tmp.write_text(current().text(source))
-        with tmp.open("rb") as fh:
-            os.fsync(fh.fileno())
-        tmp.replace(target)
+        # readable by the sandbox's user whatever the umask (as root it is uid 65534, docs/SECURITY.md); the
+        # run folder's own mode still keeps it from other users
+        write_text_atomic(self.path / rel, current().text(source), mode=SANDBOX_READABLE)
         return rel
 
     def read(self, rel: str) -> str:
@@ -152,6 +151,7 @@ class RunStore:
             raise KernelskillError(f"{path}: run already exists")
         path.mkdir(parents=True)
         shutil.copyfile(task_file, path / TASK)
+        os.chmod(path / TASK, SANDBOX_READABLE)  # every evaluation's worker reads it (see write_candidate)
         body = {"id": run_id, "created": utcnow(), "task": TASK, "task_name": task_file.name, **manifest}
         (path / MANIFEST).write_text(json.dumps(body, indent=2, default=str) + "\n")
         return Run(path)
