@@ -37,7 +37,7 @@ FAMILIES = ("attention", "softmax", "norm", "rms_norm", "gemm", "gemv", "conv", 
             "gather", "reduction")
 FIELDS = ("op_family", "op_is_gemv", "op_is_pool_nonoverlap", "op_softmax_online", "op_row_in_registers",
           "op_is_serial_scan", "uses_global_atomics", "single_custom_launch", "op_gathers_rows", "op_has_softmax",
-          "op_has_norm", "access_unit_stride")
+          "op_has_norm", "access_unit_stride", "op_branch_chain")
 #: families whose presence anywhere in the op (not only as its primary family) the vetoes must respect
 STAGES = {"op_has_softmax": ("softmax", "attention"), "op_has_norm": ("norm",)}
 

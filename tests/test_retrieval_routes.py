@@ -172,3 +172,40 @@ def test_a_shared_tile_transpose_and_its_padding_are_seen_as_applied() -> None:
     # a row-wise read of a shared tile is no transpose
     assert "shared_memory_transpose" not in applied_methods(
         (TRANSPOSE % "").replace("tile[threadIdx.x][threadIdx.y]", "tile[threadIdx.y][threadIdx.x]"), {})
+
+
+PIECEWISE = '''
+import torch.nn as nn
+from torch.utils.cpp_extension import load_inline
+
+CUDA_SRC = r"""
+__global__ void act(const float* x, float* y, int n) {
+    int i = blockIdx.x * blockDim.x + threadIdx.x;
+    if (i >= n) return;
+    float v = x[i], r;
+    if (v < -1.0f) r = %s;
+    else if (v < 1.0f) r = v * 0.5f;
+    else if (v < 4.0f) r = %s;
+    else r = v;
+    y[i] = r;
+}
+"""
+_ext = load_inline(name="pw", cpp_sources="", cuda_sources=CUDA_SRC, functions=[])
+
+
+class ModelNew(nn.Module):
+    def forward(self, x):
+        return x
+'''
+
+
+def test_a_piecewise_map_with_transcendental_branches_gets_instruction_methods_first(settings, tmp_path) -> None:
+    heavy = tmp_path / "heavy.py"
+    heavy.write_text(PIECEWISE % ("expf(v) - 1.0f", "logf(1.0f + v) * tanhf(v)"))
+    r = query(heavy, settings=settings)
+    assert r.case.id == "fs0_piecewise_transcendental"
+    assert [m.id for m in r.permitted][:2] == ["fast_math_intrinsics", "warp_uniform_control_flow"]
+    # the same branches with no transcendental: a plain map, the memory-side steps first
+    plain = tmp_path / "plain.py"
+    plain.write_text(PIECEWISE % ("-1.0f", "v - 1.0f"))
+    assert query(plain, settings=settings).case.id != "fs0_piecewise_transcendental"
