@@ -309,6 +309,7 @@ DOMAINS: dict[str, list[Any]] = {
     "single_custom_launch": [True, False, None],
     "op_gathers_rows": [True, False, None],
     "op_branch_chain": [True, False, None],
+    "access_unit_stride": [True, False, None],
     "op_has_softmax": [True, False],
     "op_has_norm": [True, False],
     "dominant_op": ["gemm", "conv", "attention", "softmax", "normalization", "reduction", "elementwise", "copy",

@@ -209,3 +209,48 @@ def test_a_piecewise_map_with_transcendental_branches_gets_instruction_methods_f
     plain = tmp_path / "plain.py"
     plain.write_text(PIECEWISE % ("-1.0f", "v - 1.0f"))
     assert query(plain, settings=settings).case.id != "fs0_piecewise_transcendental"
+
+
+PER_THREAD_GEMM = '''
+import torch.nn as nn
+from torch.utils.cpp_extension import load_inline
+
+CUDA_SRC = r"""
+__global__ void small_mm(const float* A, const float* B, float* C, int count) {
+    int t = blockIdx.x * blockDim.x + threadIdx.x;
+    if (t >= count) return;
+    float a[16], b[16];
+    for (int k = 0; k < 16; ++k) { a[k] = A[t * 16 + k]; b[k] = B[t * 16 + k]; }
+    for (int r = 0; r < 4; ++r)
+        for (int c = 0; c < 4; ++c) {
+            float s = 0.f;
+            for (int k = 0; k < 4; ++k) s += a[r * 4 + k] * b[k * 4 + c];
+            C[t * 16 + r * 4 + c] = s;
+        }
+}
+"""
+_ext = load_inline(name="smm", cpp_sources="", cuda_sources=CUDA_SRC, functions=[])
+
+
+class ModelNew(nn.Module):
+    def forward(self, a, b):
+        return _ext.small_mm(a, b)
+'''
+
+
+def test_a_gemm_per_thread_with_strided_lanes_gets_coalescing_before_register_tiles(tmp_path) -> None:
+    from kernelskill.kb.home import open_store
+
+    home = tmp_path / "home"
+    open_store(load_settings(home=home)).close()
+    kernel = tmp_path / "per_thread.py"
+    kernel.write_text(PER_THREAD_GEMM)
+    from kernelskill.protocols import load_protocol
+
+    strict = load_protocol("strict").context("fp32")  # no library: the hand-written route is the answer
+    r = query(kernel, settings=load_settings(home=home), context=strict)
+    assert r.context["access_unit_stride"] is False
+    assert r.case.id == "fs1_gemm_per_thread_strided"
+    # staging through shared memory and lanes mapped to contiguous elements first (the ranking orders the two)
+    assert {m.id for m in r.permitted[:2]} == {"coalesced_access", "shared_memory_tiling"}
+    assert "register_blocking" not in [m.id for m in r.permitted[:2]]
