@@ -291,6 +291,7 @@ def seed_store(store: BaselineStore, records: Iterable[Any], key: str, legacy: s
     return 0
 
 
-__all__ = ["BASELINE_OVERRIDES", "KEY_FIELDS", "LEGACY_KEY_FIELDS", "LEGACY_SCHEMA", "SCHEMA", "STORE_DIR", "BaselineStore", "Environment", "applies",
-           "apply_record", "baseline_config", "baseline_key", "baseline_source", "legacy_key", "derived_figures", "environment",
-           "record_from_result", "seed_store", "valid_record"]
+__all__ = ["BASELINE_OVERRIDES", "KEY_FIELDS", "LEGACY_KEY_FIELDS", "LEGACY_SCHEMA", "SCHEMA", "STORE_DIR",
+           "BaselineStore", "Environment", "applies", "apply_record", "baseline_config", "baseline_key",
+           "baseline_source", "derived_figures", "environment", "legacy_key", "record_from_result", "seed_store",
+           "valid_record"]

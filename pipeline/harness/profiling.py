@@ -135,8 +135,6 @@ def profile(task: str | Path, candidate: str | Path, config: EvalConfig | None =
         dropped += unknown
         wanted = [m for m in wanted if m not in unknown]
     mode, who = outcome.isolation, outcome.identity
-    times = ((outcome.result or {}).get("details") or {}).get("stage_times_s")
-    details = {"ncu_seconds": round(outcome.seconds, 3)} | ({"stage_times_s": times} if isinstance(times, dict) else {})
     if "ERR_NVGPUCTRPERM" in text:
         return ProfileResult(ok=False, message=PERMISSION_HELP + (SANDBOXED_HELP if mode == NAMESPACES else "")
                              + (ADMIN_ONLY if counters_admin_only() else ""), csv=text, command=prefix,
@@ -154,5 +152,7 @@ def profile(task: str | Path, candidate: str | Path, config: EvalConfig | None =
         return ProfileResult(ok=False, message=f"no kernel rows in the ncu output ({why})", csv=text[-4000:],
                              command=prefix, isolation=mode, identity=who)
     skipped = f" (this ncu does not know {', '.join(dropped)})" if dropped else ""
+    times = ((outcome.result or {}).get("details") or {}).get("stage_times_s")
+    details = {"ncu_seconds": round(outcome.seconds, 3)} | ({"stage_times_s": times} if isinstance(times, dict) else {})
     return ProfileResult(ok=True, message=f"{len(rows)} kernel launch(es) profiled{skipped}", csv=text, rows=rows,
                          units=units, command=prefix, isolation=mode, identity=who, details=details)

@@ -124,9 +124,7 @@ class Run:
     def write_output(self, name: str, text: str) -> Path:
         """Write a file of the run (a report, ``best.py``, a profile) with every secret redacted."""
         target = self.path / name
-        tmp = target.with_name(target.name + ".tmp")
-        tmp.write_text(current().text(text))
-        tmp.replace(target)
+        write_text_atomic(target, current().text(text), mode=SANDBOX_READABLE)  # best.py is a candidate too
         return target
 
     def status(self) -> str:
