@@ -136,21 +136,21 @@ def compare(a: dict[str, Any], b: dict[str, Any], *, tie: float = TIE) -> dict[s
         values = [t[side][key] for t in both if t[side][key]]
         return None if len(values) != len(both) else geomean(values)
 
+    def spent(key: str, digits: int | None = None) -> dict[str, Any]:
+        """A spend over the tasks both suites ran (an arm's other tasks are not part of the comparison)."""
+        totals = {s: sum(t[s][key] or 0 for t in tasks if t["in_both"]) for s in ("a", "b")}
+        return totals if digits is None else {s: round(v, digits) for s, v in totals.items()}
+
     return {"a": {"suite": a["suite"], "options": a.get("options", {}), "labels": a.get("labels", {})},
             "b": {"suite": b["suite"], "options": b.get("options", {}), "labels": b.get("labels", {})},
             "tie": tie, "tasks": tasks, "wins": wins, "common_correct": len(both),
             "geomean": {"a": mean("a", "speedup"), "b": mean("b", "speedup")},
             "geomean_compile": {"a": mean("a", "speedup_compile"), "b": mean("b", "speedup_compile")},
             "upto_round": a.get("upto_round"),
-            # spend over the tasks both suites ran (an arm's other tasks are not part of the comparison)
-            "llm_calls": {s: sum(t[s]["llm_calls"] or 0 for t in tasks if t["in_both"]) for s in ("a", "b")},
-            "gpu_s": {s: round(sum(t[s]["gpu_s"] or 0 for t in tasks if t["in_both"]), 1) for s in ("a", "b")},
-            "profile_s": {s: round(sum(t[s]["profile_s"] or 0 for t in tasks if t["in_both"]), 1)
-                          for s in ("a", "b")},
-            "profiles_unmeasured": {s: sum(t[s]["profiles_unmeasured"] or 0 for t in tasks if t["in_both"])
-                                    for s in ("a", "b")},
+            "llm_calls": spent("llm_calls"), "gpu_s": spent("gpu_s", 1), "profile_s": spent("profile_s", 1),
+            "profiles_unmeasured": spent("profiles_unmeasured"),
             "reach": {"a": reach_summary(tasks, "a"), "b": reach_summary(tasks, "b"), "criterion": CRITERION},
-            "tokens": {s: sum(t[s]["tokens"] or 0 for t in tasks if t["in_both"]) for s in ("a", "b")}}
+            "tokens": spent("tokens")}
 
 
 def _x(value: Any) -> str:
