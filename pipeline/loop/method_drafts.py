@@ -29,9 +29,12 @@ it should join.
 
 from __future__ import annotations
 
+import ast
 import datetime as _dt
+import io
 import math
 import re
+import tokenize
 from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -87,8 +90,43 @@ class MethodMapping(BaseModel):
         return f"{self.step} {self.run_method}: new method draft {self.draft} (nearest {b.method}: {why})"
 
 
+_C_COMMENT = re.compile(r"//[^\n]*|/\*.*?\*/", re.S)
+
+
+def code_only(text: str) -> str:
+    """``text`` without its comments and docstrings: the words of a comment are not code the change added.
+
+    A Python source loses its ``#`` comments and its statement-level strings (docstrings), and the C/C++/CUDA
+    comments inside its other strings (a ``load_inline`` source); a source that does not tokenize as Python
+    (a ``.cu`` file) loses its C comments."""
+    try:
+        ast.parse(text)
+        tokens = list(tokenize.generate_tokens(io.StringIO(text).readline))
+    except (tokenize.TokenError, SyntaxError, ValueError):
+        return _C_COMMENT.sub(" ", text)
+    kept: list[str] = []
+    statement_start = True
+    for i, tok in enumerate(tokens):
+        kind = tok.type
+        if kind in (tokenize.COMMENT, tokenize.NL):
+            continue
+        if kind in (tokenize.NEWLINE, tokenize.INDENT, tokenize.DEDENT):
+            statement_start = True
+            continue
+        if kind == tokenize.STRING:
+            following = next((t for t in tokens[i + 1:] if t.type not in (tokenize.COMMENT, tokenize.NL)), None)
+            if statement_start and (following is None or following.type in (tokenize.NEWLINE, tokenize.ENDMARKER)):
+                continue  # a docstring (or any bare string statement)
+            kept.append(_C_COMMENT.sub(" ", tok.string))
+        else:
+            kept.append(tok.string)
+        statement_start = False
+    return " ".join(kept)
+
+
 def identifiers(text: str) -> set[str]:
-    return set(_IDENT.findall(text))
+    """The identifiers of a source's code (comments and docstrings left out)."""
+    return set(_IDENT.findall(code_only(text)))
 
 
 def added_identifiers(before: str, after: str) -> set[str]:
