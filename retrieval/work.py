@@ -2,7 +2,8 @@
 any kernel must move (each input read once, the output written once).
 
 The task file is parsed with :mod:`ast`, never imported: ``get_inputs`` tensors are sized from their
-literal dimensions and the module-level integer constants, ``nn.Linear`` from its constructor arguments.
+literal dimensions (``1 << 20``, ``2 ** 12`` and products included) and the module-level integer
+constants, ``nn.Linear`` from its constructor arguments.
 What cannot be sized statically (a convolution's output, data-dependent shapes) is left unknown and says so.
 """
 
@@ -38,9 +39,15 @@ def _int(node: ast.AST, consts: dict[str, int]) -> int | None:
         if a is None or b is None:
             return None
         ops = {ast.Mult: lambda: a * b, ast.Add: lambda: a + b, ast.Sub: lambda: a - b,
-               ast.FloorDiv: lambda: a // b if b else None}
+               ast.FloorDiv: lambda: a // b if b else None,
+               ast.LShift: lambda: a << b if 0 <= b <= 62 else None,
+               ast.RShift: lambda: a >> b if b >= 0 else None,
+               ast.Pow: lambda: a ** b if 0 <= b <= 62 and abs(a) <= 1 << 20 else None}
         f = ops.get(type(node.op))
         return f() if f else None
+    if isinstance(node, ast.UnaryOp) and isinstance(node.op, ast.USub):
+        v = _int(node.operand, consts)
+        return None if v is None else -v
     return None
 
 

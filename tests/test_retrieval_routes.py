@@ -106,6 +106,17 @@ def test_static_work_estimates() -> None:
     assert estimate_work(D / "cumsum_task.py", op="reduction").bytes == 128 * 65536 * 4
 
 
+def test_static_work_reads_shifts_and_powers(tmp_path: Path) -> None:
+    """Sizes written as ``1 << 20`` or ``2 ** 12`` (common in task files) are sized, not left unknown."""
+    task = tmp_path / "wide_task.py"
+    task.write_text("import torch\nimport torch.nn as nn\nROWS = 2 ** 4\n\n\nclass Model(nn.Module):\n"
+                    "    def forward(self, x):\n        return x / x.norm(dim=1, keepdim=True)\n\n\n"
+                    "def get_inputs():\n    return [torch.randn(ROWS, 1 << 20)]\n\n\n"
+                    "def get_init_inputs():\n    return []\n")
+    w = estimate_work(task)
+    assert w.inputs == [[16, 1 << 20]] and w.bytes == 2 * 16 * (1 << 20) * 4
+
+
 def test_device_rates_agree_with_the_harness_facts() -> None:
     """The ceilings model carries the same GPU numbers as the harness's speed-of-light check (read as data)."""
     harness = json.loads((ROOT / "pipeline" / "harness" / "gpus.json").read_text())["gpus"]
