@@ -34,7 +34,7 @@ from .result import (
     RouteReport,
     TraceStep,
 )
-from .routes import route_report
+from .routes import device_for, route_report
 from .task_routes import TaskAdvice, advise, decide_family, forward_families
 from .task_routes import is_task_only as task_only
 
@@ -377,6 +377,7 @@ def query(kernel: str | Path, *, task: str | Path | None = None, profile: str | 
 
         settings = load_settings()
     ctx: dict[str, Any] = settings_context(settings)
+    ctx["device_sm_count"] = device_for(ctx.get("arch_sm"))[1]["sm_count"]
     task_info = read_task(task) if task is not None else None
     dtype = run_dtype(settings, task_info.dtype if task_info is not None else None)
     if dtype:

@@ -71,12 +71,19 @@ def dominant_kernel_share(profile: Any) -> tuple[float | None, str]:
 
 
 def query_context(source: str | None, task: str | Path | None = None, profile: Any = None) -> Any:
-    """The op-family hints of a query (:mod:`.op_hints`: task first, then source) plus the profile's
-    ``dominant_kernel_share_pct``, as an :class:`~.op_hints.OpHints` (``fields`` for the context,
+    """The op-family hints of a query (:mod:`.op_hints`: task first, then source), the launches' grid
+    (:mod:`.launch_grid`, with a task) and the profile's ``dominant_kernel_share_pct``, as an :class:`~.op_hints.OpHints` (``fields`` for the context,
     ``trace_steps()`` for the QueryResult trace)."""
     from .op_hints import op_hints
 
     hints = op_hints(source, task)
+    if source and task is not None:
+        from .launch_grid import launch_grid
+
+        grid = launch_grid(source, task)
+        if grid.blocks is not None:
+            hints.fields["launch_grid_blocks"] = grid.blocks
+        hints.evidence["launch_grid_blocks"] = grid.why
     if profile is not None:
         share, why = dominant_kernel_share(profile)
         if share is not None:

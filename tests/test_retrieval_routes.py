@@ -122,7 +122,7 @@ def test_device_rates_agree_with_the_harness_facts() -> None:
     harness = json.loads((ROOT / "pipeline" / "harness" / "gpus.json").read_text())["gpus"]
     ours = load_ceilings()["devices"]
     for key, dev in ours.items():
-        for fact in ("copy_tb_s", "fp32_tflops", "tf32_tflops", "bf16_tflops"):
+        for fact in ("sm_count", "copy_tb_s", "fp32_tflops", "tf32_tflops", "bf16_tflops"):
             assert dev[fact] == harness[key][fact], (key, fact)
     assert yaml.safe_load((ROOT / "retrieval" / "route_ceilings.yaml").read_text())["at_roofline_pct"] == 90
 
