@@ -27,7 +27,7 @@ _INT_TYPE = (r"(?:const\s+|constexpr\s+|static\s+)*(?:unsigned\s+|signed\s+)?(?:
              r"size_t|int64_t|int32_t|uint32_t|uint64_t|unsigned|index_t)")
 _DECL = re.compile(rf"(?:^|(?<=[;{{}}]))\s*{_INT_TYPE}\s+([^;]*?);", re.S)
 _DIM3 = re.compile(r"(?:^|(?<=[;{}]))\s*(?:const\s+)?dim3\s+(\w+)\s*(?:[({](.*?)[)}]|=\s*dim3\s*[({](.*?)[)}])\s*;", re.S)
-_ASSIGN = re.compile(r"(?:^|(?<=[;{}]))\s*(\w+)\s*(?:[-+*/%]|<<|>>)?=(?!=)", re.S)
+_ASSIGN = re.compile(r"(?:^|(?<=[;{})]))\s*(?:else\s+)?(\w+)\s*(?:[-+*/%|&^]|<<|>>)?=(?!=)|(\w+)\s*(?:\+\+|--)", re.S)
 _DEFINE = re.compile(r"^[ \t]*#[ \t]*define[ \t]+(\w+)[ \t]+([^\n]+)$", re.M)
 _CONST = re.compile(rf"(?:^|(?<=[;}}]))\s*{_INT_TYPE}\s+(\w+)\s*=\s*([^;{{}}]+);", re.S)
 _LAUNCH = re.compile(r"\b([A-Za-z_]\w*)\s*(?:<[^<>;()]*>)?\s*<<<(.*?)>>>", re.S)
@@ -168,7 +168,8 @@ def _host_env(fn: Function, view: str, base: dict[str, int | None], shapes: dict
     for m in _DIM3.finditer(body):
         events.append((m.start(1), "dim3", m.group(1), m.group(2) if m.group(2) is not None else m.group(3)))
     for m in _ASSIGN.finditer(body):  # a plain assignment (no type in front): the name is assigned again
-        events.append((m.start(1), "reassign", m.group(1), ""))
+        name = m.group(1) or m.group(2)
+        events.append((m.start(1) if m.group(1) else m.start(2), "reassign", name, ""))
     seen: set[str] = set()
     for _, kind, name, expr in sorted(events):
         if kind == "reassign":
