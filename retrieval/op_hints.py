@@ -37,7 +37,7 @@ FAMILIES = ("attention", "softmax", "norm", "rms_norm", "gemm", "gemv", "conv", 
             "gather", "reduction")
 FIELDS = ("op_family", "op_is_gemv", "op_is_pool_nonoverlap", "op_softmax_online", "op_row_in_registers",
           "op_is_serial_scan", "uses_global_atomics", "single_custom_launch", "op_gathers_rows", "op_has_softmax",
-          "op_has_norm", "access_unit_stride", "op_branch_chain")
+          "op_has_norm", "access_unit_stride", "op_branch_chain", "op_norm_foldable")
 #: families whose presence anywhere in the op (not only as its primary family) the vetoes must respect
 STAGES = {"op_has_softmax": ("softmax", "attention"), "op_has_norm": ("norm",)}
 
@@ -428,7 +428,25 @@ def from_task(path: str | Path, rules: _Rules | None = None) -> OpHints:
     if family is not None and "op_is_pool_nonoverlap" not in hints.fields and family != "pool":
         hints.fields["op_is_pool_nonoverlap"] = False
         hints.evidence["op_is_pool_nonoverlap"] = hints.evidence["op_family"]
+    if family in ("conv", "gemm"):
+        hints.fields["op_norm_foldable"], hints.evidence["op_norm_foldable"] = _foldable_norm(calls, p.name, family)
     return hints
+
+
+def _foldable_norm(calls: list[tuple[str, ast.Call]], task: str, family: str) -> tuple[bool, str]:
+    """Whether the forward's normalisation after its convolution or GEMM uses fixed statistics (a functional
+    ``batch_norm`` with ``training=False``): a per-channel affine map that folds into the weights and bias.
+    Batch statistics (the module in training mode, KernelBench's default) and per-row norms do not fold."""
+    for name, call in calls:
+        if name != "batch_norm":
+            continue
+        training = next((k.value for k in call.keywords if k.arg == "training"), None)
+        if training is None and len(call.args) > 5:
+            training = call.args[5]
+        if isinstance(training, ast.Constant) and training.value is False:
+            return True, f"{task}:{call.lineno}: batch_norm with training=False after the {family}"
+        return False, f"{task}:{call.lineno}: batch_norm whose statistics are not fixed (training not False)"
+    return False, f"no batch_norm with fixed statistics after the {family}"
 
 
 def _vector_operand(tree: ast.Module) -> str | None:

@@ -1,6 +1,7 @@
-"""A launch's grid read from the host code and the task's shapes (retrieval/launch_grid.py), and what a
-static query makes of a grid with fewer blocks than SMs: kernels and tasks written here, the real query over
-a real store."""
+"""Facts a static query reads from the task next to the kernel: a launch's grid from the host code and the
+task's shapes (retrieval/launch_grid.py) and what a grid with fewer blocks than SMs means, and a batch norm
+with fixed statistics after a convolution (foldable into its weights). Kernels and tasks written here, the
+real query over a real store."""
 
 from __future__ import annotations
 
@@ -144,3 +145,67 @@ def test_a_static_query_with_fewer_blocks_than_sms_is_an_underfilled_grid(tmp_pa
     assert r.context["launch_grid_blocks"] == 4096 and r.bottleneck.id is None
     # without a task there are no shapes: no grid, no forcing
     assert "launch_grid_blocks" not in query(kernel, settings=settings).context
+
+
+CONV_BN_TASK = '''
+import torch
+import torch.nn as nn
+
+
+class Model(nn.Module):
+    def forward(self, x, w, gamma, beta, mean, var):
+        y = torch.nn.functional.conv2d(x, w, padding=1)
+        y = torch.nn.functional.batch_norm(y, mean, var, gamma, beta, training=TRAINING, eps=1e-5)
+        return torch.relu(y)
+
+
+def get_inputs():
+    return [torch.randn(8, 32, 28, 28), torch.randn(32, 32, 3, 3), torch.rand(32), torch.randn(32),
+            torch.randn(32), torch.rand(32) + 0.5]
+
+
+def get_init_inputs():
+    return []
+'''
+
+CONV_BN_KERNEL = r'''
+import torch
+import torch.nn as nn
+from torch.utils.cpp_extension import load_inline
+
+CUDA_SRC = r"""
+__global__ void affine_relu_kernel(const float* x, const float* s, const float* t, float* y, int C, int HW, long n) {
+    long i = (long)blockIdx.x * blockDim.x + threadIdx.x;
+    if (i >= n) return;
+    int c = (i / HW) % C;
+    float v = x[i] * s[c] + t[c];
+    y[i] = v > 0.f ? v : 0.f;
+}
+torch::Tensor affine_relu(torch::Tensor x, torch::Tensor s, torch::Tensor t) {
+    auto y = torch::empty_like(x);
+    long n = x.numel();
+    affine_relu_kernel<<<(n + 255) / 256, 256>>>(x.data_ptr<float>(), s.data_ptr<float>(), t.data_ptr<float>(),
+        y.data_ptr<float>(), x.size(1), x.size(2) * x.size(3), n);
+    return y;
+}
+"""
+_ext = load_inline(name="ar", cpp_sources="", cuda_sources=CUDA_SRC, functions=[])
+
+
+class ModelNew(nn.Module):
+    def forward(self, x, w, gamma, beta, mean, var):
+        y = torch.nn.functional.conv2d(x, w, padding=1)
+        s = gamma / torch.sqrt(var + 1e-5)
+        return _ext.affine_relu(y, s, beta - mean * s)
+'''
+
+
+def test_an_eval_mode_norm_after_a_conv_is_folded_first(tmp_path: Path, settings) -> None:
+    """A batch norm with fixed statistics after a convolution is a per-channel affine map: the static answer
+    puts folding it into the weights first; batch statistics (training=True) do not fold."""
+    kernel = _write(tmp_path, "conv_bn_kernel.py", CONV_BN_KERNEL)
+    r = query(kernel, task=_write(tmp_path, "task.py", CONV_BN_TASK.replace("TRAINING", "False")), settings=settings)
+    assert r.context["op_norm_foldable"] is True and r.context["single_custom_launch"] is False
+    assert r.case.id == "fs4_fold_eval_norm" and r.permitted[0].id == "algebraic_simplification"
+    r = query(kernel, task=_write(tmp_path, "train.py", CONV_BN_TASK.replace("TRAINING", "True")), settings=settings)
+    assert r.context["op_norm_foldable"] is False and r.case.id != "fs4_fold_eval_norm"
