@@ -49,7 +49,9 @@ CONTEXT_FIELDS = {"launches_per_forward", "task_dtype", "tolerance_atol", "toler
                   # op-family hints (retrieval/op_hints.py) and the profile's dominant-kernel share
                   "op_family", "op_is_gemv", "op_is_pool_nonoverlap", "op_softmax_online", "op_row_in_registers",
                   "op_is_serial_scan", "uses_global_atomics", "dominant_kernel_share_pct", "single_custom_launch",
-                  "op_gathers_rows", "op_has_softmax", "op_has_norm", "op_branch_chain",
+                  "op_gathers_rows", "op_has_softmax", "op_has_norm", "op_branch_chain", "op_norm_foldable",
+                  # the launches' grid against the SMs (retrieval/launch_grid.py, the route-ceiling devices)
+                  "launch_grid_blocks", "device_sm_count",
                   # the per-kernel diagnosis (retrieval/kernels.py) and the protocol's TF32 setting
                   "dominant_op", "tf32_allowed",
                   # a task file with no kernel yet (retrieval/task_routes.py)
@@ -310,6 +312,9 @@ DOMAINS: dict[str, list[Any]] = {
     "op_gathers_rows": [True, False, None],
     "op_branch_chain": [True, False, None],
     "access_unit_stride": [True, False, None],
+    "op_norm_foldable": [True, False, None],
+    "launch_grid_blocks": [8, 64, 200, 5000, None],
+    "device_sm_count": [132, 108],
     "op_has_softmax": [True, False],
     "op_has_norm": [True, False],
     "dominant_op": ["gemm", "conv", "attention", "softmax", "normalization", "reduction", "elementwise", "copy",
