@@ -89,6 +89,7 @@ DURATION = "gpu__time_duration.avg"
     (DRAM, "5000", "above 100 %"),
     (DRAM, "1,2,3,4", "not a number"),
     (DURATION, "0", "zero duration"),
+    ("l1tex__throughput.avg.pct_of_peak_sustained_active", "950", "above 400 % of the active cycles' peak"),
 ])
 def test_impossible_profile_values_are_refused_naming_the_metric(tmp_path: Path, column: str, value: str,
                                                                  why: str) -> None:
@@ -96,7 +97,7 @@ def test_impossible_profile_values_are_refused_naming_the_metric(tmp_path: Path,
     err = _run("query", str(GEMM), "--profile", str(bad), "--home", str(tmp_path / "h"), "--json", code=2)
     line = next(ln for ln in err.splitlines() if ln.startswith("error: "))
     assert f"{bad}:3:" in line and why in line and "Traceback" not in err, err
-    field = "dram_throughput_pct" if column == DRAM else "kernel_duration_ns"
+    field = {DRAM: "dram_throughput_pct", DURATION: "kernel_duration_ns"}.get(column, "l1_throughput_pct")
     assert field in line
 
 
@@ -123,3 +124,12 @@ def test_json_output_is_strict(capsys: pytest.CaptureFixture[str]) -> None:
 
     data = json.loads(capsys.readouterr().out, parse_constant=refuse)
     assert data == {"a": None, "b": [None, 1.5], "m": {"speedup": None}, "t": [None]}
+
+
+def test_an_l1_reading_above_100_of_its_active_peak_is_read_and_clamped(tmp_path: Path) -> None:
+    """Real ncu readings: the L1/TEX throughput of a shared-memory histogram read 170.05 % of the active
+    cycles' peak on an H100; the profile is used, the value read as at the peak."""
+    from kernelskill.retrieval.profile import load_profile
+
+    prof = load_profile(_profile_with(tmp_path, "l1tex__throughput.avg.pct_of_peak_sustained_active", "170.05"))
+    assert prof.dominant().fields["l1_throughput_pct"] == 100.0
