@@ -70,6 +70,17 @@ def dominant_kernel_share(profile: Any) -> tuple[float | None, str]:
                    f"{len(kernels)} kernel(s)")
 
 
+def grid_blocks(grid: str | None) -> int | None:
+    """``"(16, 1, 1)"`` (ncu's Grid Size) -> 16 blocks; None when it is not three positive integers."""
+    dims = re.findall(r"\d+", grid or "")
+    if not dims or len(dims) > 3 or any(int(d) <= 0 for d in dims):
+        return None
+    n = 1
+    for d in dims:
+        n *= int(d)
+    return n
+
+
 def query_context(source: str | None, task: str | Path | None = None, profile: Any = None) -> Any:
     """The op-family hints of a query (:mod:`.op_hints`: task first, then source), the launches' grid
     (:mod:`.launch_grid`, with a task) and the profile's ``dominant_kernel_share_pct``, as an :class:`~.op_hints.OpHints` (``fields`` for the context,
@@ -85,6 +96,12 @@ def query_context(source: str | None, task: str | Path | None = None, profile: A
             hints.fields["launch_grid_blocks"] = grid.blocks
         hints.evidence["launch_grid_blocks"] = grid.why
     if profile is not None:
+        dom = profile.dominant() if getattr(profile, "kernels", None) else None
+        blocks = grid_blocks(getattr(dom, "grid_size", None))
+        if dom is not None and blocks is not None:  # measured: the profile's grid wins over the source's
+            hints.fields["launch_grid_blocks"] = blocks
+            hints.evidence["launch_grid_blocks"] = (f"{dom.base_name}: Grid Size {dom.grid_size} in the profile "
+                                                    f"= {blocks} blocks (measured)")
         share, why = dominant_kernel_share(profile)
         if share is not None:
             hints.fields["dominant_kernel_share_pct"] = share

@@ -137,7 +137,7 @@ def test_a_static_query_with_fewer_blocks_than_sms_is_an_underfilled_grid(tmp_pa
     kernel = _write(tmp_path, "row_kernel.py", ROW_KERNEL)
     r = query(kernel, task=_write(tmp_path, "task.py", ROW_TASK), settings=settings)
     assert r.context["launch_grid_blocks"] == 8 and r.context["device_sm_count"] == 132
-    assert r.bottleneck.id == "underfilled_grid" and "grid_below_sms_static" in r.bottleneck.reason
+    assert r.bottleneck.id == "underfilled_grid" and "grid_below_sms" in r.bottleneck.reason
     assert r.case.id == "ug_reduction" and r.permitted[0].id in {"block_reduction", "launch_config_tuning"}
     # the same kernel over many rows fills the GPU: the static fallback answers, no bottleneck is named
     wide = _write(tmp_path, "wide_task.py", ROW_TASK.replace("BATCH = 2 ** 3", "BATCH = 4096"))
