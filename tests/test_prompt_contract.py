@@ -142,3 +142,16 @@ def test_the_stated_float64_bound_is_the_harness_bound():
     for factor, floor in found:
         assert factor in ("FP64_ERROR_FACTOR", str(FP64_ERROR_FACTOR))
         assert floor == "FP64_ERROR_FLOOR" or float(floor) == FP64_ERROR_FLOOR
+
+
+def test_the_reviewer_diff_holds_a_whole_rewrite_of_a_large_candidate():
+    """The reviewer sees the change only as a diff: a rewrite of a 500-line kernel file (about 35 KB each
+    way) comes whole, and a diff past the cap says how much it left out."""
+    from kernelskill.pipeline.loop.memory import unified_diff
+
+    parent = "\n".join(f"    float a{i} = __ldg(x + {i}) * 0.5f + bias[{i} % 64];  // parent line" for i in range(500))
+    child = "\n".join(f"    float4 v{i} = reinterpret_cast<const float4*>(x)[{i}];  // child line {i}" for i in range(500))
+    whole = unified_diff(parent, child)
+    assert "not shown" not in whole and whole.count("\n-    float a") == 500 and whole.count("\n+    float4") == 500
+    cut = unified_diff(parent, child, max_lines=100)
+    assert cut.endswith("more lines, not shown)") and cut.count("\n") == 100
