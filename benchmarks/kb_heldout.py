@@ -4,7 +4,7 @@
                                                   [--json FILE]
 
 The blind set (``tests/data/blind/``, how it was made: docs/blind_protocol.md) holds KernelBench-format
-pairs ``<id>_task.py`` / ``<id>_kernel.py``, real H200 Nsight Compute profiles ``profiles/<id>.csv`` and
+pairs ``<id>_task.py`` / ``<id>_kernel.py``, real Nsight Compute profiles (an H100, session 7) ``profiles/<id>.csv`` and
 ``labels.yaml``, written before any query by someone who had not read the KB's decision data. Each kernel
 is labelled ``tuning`` (may guide later KB edits) or ``heldout`` (must never be used to write cases).
 
