@@ -245,7 +245,7 @@ def _profile_summary(prof: Any, source_kernels: list[str], kernel_path: Path) ->
 
 
 def _routes(op: str | None, routing: Any, decision: Any, rules: Any, store: Any, task: str | Path | None,
-            prof: ProfileSummary | None, applied: set[str]) -> RouteReport | None:
+            prof: ProfileSummary | None, applied: set[str], device_name: str | None = None) -> RouteReport | None:
     """The strategic routes of the target kernel's operation with their ceilings (:mod:`.routes`)."""
     forward_ms = None
     if prof is not None:
@@ -255,7 +255,7 @@ def _routes(op: str | None, routing: Any, decision: Any, rules: Any, store: Any,
     vendor = bool(chosen.vendor) if chosen is not None else bool(prof is not None and prof.dominant_vendor)
     return route_report(op=op, kernel=chosen.name if chosen is not None else None, env=decision.env, rules=rules,
                         methods={m.id: m for m in store.methods()}, task=task, forward_ms=forward_ms, vendor=vendor,
-                        applied=applied)
+                        applied=applied, device_name=device_name)
 
 
 @dataclass
@@ -377,7 +377,6 @@ def query(kernel: str | Path, *, task: str | Path | None = None, profile: str | 
 
         settings = load_settings()
     ctx: dict[str, Any] = settings_context(settings)
-    ctx["device_sm_count"] = device_for(ctx.get("arch_sm"))[1]["sm_count"]
     task_info = read_task(task) if task is not None else None
     dtype = run_dtype(settings, task_info.dtype if task_info is not None else None)
     if dtype:
@@ -409,6 +408,8 @@ def query(kernel: str | Path, *, task: str | Path | None = None, profile: str | 
 
         for name in load_field_map().fields:
             why_missing[name] = "needs a profile (static-only query; pass --profile)"
+    device_name = prof.device_name if profile is not None else None  # the profiled GPU's facts, else the arch's
+    ctx["device_sm_count"] = device_for(ctx.get("arch_sm"), device_name)[1]["sm_count"]
     hints = query_context(source, task, prof if profile is not None else None)
     ctx.update(hints.fields)  # op-family hints and the dominant kernel's share; explicit context wins
     if context:
@@ -455,7 +456,8 @@ def query(kernel: str | Path, *, task: str | Path | None = None, profile: str | 
     for a in applied.values():
         a.in_case = a.id in decision.case.methods
     permitted = rank_methods(store, offered, text, case_id=decision.case.id, k=k, static_only=profile is None)
-    routes = _routes(ctx.get("dominant_op"), routing, decision, rules, store, task, prof_summary, set(applied))
+    routes = _routes(ctx.get("dominant_op"), routing, decision, rules, store, task, prof_summary, set(applied),
+                     device_name)
     flush = getattr(store, "flush", None)  # a DiskReadsKB keeps the reads it took from the store
     if callable(flush):
         flush()

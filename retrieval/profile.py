@@ -111,6 +111,7 @@ class Profile(BaseModel):
     kernels: list[KernelProfile]
     launches: int  # rows (kernel launches) in the profile, i.e. launches per profiled forward
     notes: list[str] = Field(default_factory=list)
+    device_name: str | None = None  # the GPU ncu ran on (device__attribute_display_name), when captured
 
     def dominant(self) -> KernelProfile:
         """The kernel with the largest total duration (ties: first launched)."""
@@ -352,8 +353,11 @@ def parse_csv_text(text: str, source: str = "<profile>", field_map: FieldMap | N
     if any(r[0].startswith("smsp__average_warps_issue_stalled") for r in resolved.values()):
         notes.append("stall ratios come per issue (ncu section spelling smsp__average_warps_issue_stalled_*); "
                      "their scale differs from the per-warp-active ratios the thresholds were set on")
+    device_col = col.get("device__attribute_display_name")
+    device_name = next((r[device_col].strip().strip('"') for r in body
+                        if device_col is not None and device_col < len(r) and r[device_col].strip()), None)
     return Profile(source=source, units="human" if human else "base", kernels=kernels, launches=len(launches),
-                   notes=notes)
+                   notes=notes, device_name=device_name[:80] if device_name else None)
 
 
 def _pivot_details(header: list[str], body: list[list[str]], h: int) -> tuple[list[str], list[str], list[list[str]]]:

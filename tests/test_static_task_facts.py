@@ -209,3 +209,19 @@ def test_an_eval_mode_norm_after_a_conv_is_folded_first(tmp_path: Path, settings
     assert r.case.id == "fs4_fold_eval_norm" and r.permitted[0].id == "algebraic_simplification"
     r = query(kernel, task=_write(tmp_path, "train.py", CONV_BN_TASK.replace("TRAINING", "True")), settings=settings)
     assert r.context["op_norm_foldable"] is False and r.case.id != "fs4_fold_eval_norm"
+
+
+def test_a_profile_names_its_gpu_and_the_routes_use_that_gpu(tmp_path: Path, settings) -> None:
+    """A blind kernel profiled on an H100: ncu's device__attribute_display_name picks the H100's ceilings
+    (3.0 TB/s copy, not the H200's 4.3) for the routes, and its SM count for the grid."""
+    from kernelskill.retrieval.profile import load_profile
+
+    blind = Path(__file__).resolve().parent / "data" / "blind"
+    kid = "bl01_scale_shift_relu"
+    profile = blind / "profiles" / f"{kid}.csv"
+    assert load_profile(profile).device_name == "NVIDIA H100 80GB HBM3"
+    r = query(blind / f"{kid}_kernel.py", task=blind / f"{kid}_task.py", profile=profile, settings=settings)
+    assert r.routes is not None and r.routes.device.startswith("NVIDIA H100")
+    assert r.context["device_sm_count"] == 132
+    static = query(blind / f"{kid}_kernel.py", task=blind / f"{kid}_task.py", settings=settings)
+    assert static.routes is not None and static.routes.device == "NVIDIA H200"  # the arch's default
