@@ -5,6 +5,7 @@ The task file is read with :mod:`ast`, never imported (it would import torch and
 
 from __future__ import annotations
 
+import math
 import re
 from pathlib import Path
 from typing import Any
@@ -75,10 +76,7 @@ def grid_blocks(grid: str | None) -> int | None:
     dims = re.findall(r"\d+", grid or "")
     if not dims or len(dims) > 3 or any(int(d) <= 0 for d in dims):
         return None
-    n = 1
-    for d in dims:
-        n *= int(d)
-    return n
+    return math.prod(int(d) for d in dims)
 
 
 def query_context(source: str | None, task: str | Path | None = None, profile: Any = None) -> Any:

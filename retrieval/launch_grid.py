@@ -14,6 +14,7 @@ The field is the largest grid among the launches (a forward is underfilled only 
 from __future__ import annotations
 
 import ast
+import math
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -21,7 +22,7 @@ from pathlib import Path
 from kernelskill.feature_rules.scanner import Function, Source, scan, split_top_level
 from kernelskill.taskfile import dotted_name
 
-from .work import estimate_work
+from .work import int_value, task_input_shapes
 
 _INT_TYPE = (r"(?:const\s+|constexpr\s+|static\s+)*(?:unsigned\s+|signed\s+)?(?:auto|int|long\s+long|long|short|"
              r"size_t|int64_t|int32_t|uint32_t|uint64_t|unsigned|index_t)")
@@ -66,10 +67,7 @@ def _c_to_python(expr: str, shapes: dict[str, list[int]]) -> str | None:
             return "__unknown__"
         text = m.group(0)
         if "numel" in text:
-            n = 1
-            for d in shape:
-                n *= d
-            return str(n)
+            return str(math.prod(shape))
         if "dim" in text and "size" not in text:
             return str(len(shape))
         idx = int(m.group(2) if m.group(2) is not None else m.group(3))
@@ -87,45 +85,6 @@ def _c_to_python(expr: str, shapes: dict[str, list[int]]) -> str | None:
     return out.replace("/", "//").strip()
 
 
-def _eval(node: ast.AST, env: dict[str, int | None]) -> int | None:
-    if isinstance(node, ast.Expression):
-        return _eval(node.body, env)
-    if isinstance(node, ast.Constant) and type(node.value) is int:
-        return node.value
-    if isinstance(node, ast.Name):
-        return env.get(node.id)
-    if isinstance(node, ast.UnaryOp) and isinstance(node.op, ast.USub | ast.UAdd):
-        v = _eval(node.operand, env)
-        return None if v is None else (-v if isinstance(node.op, ast.USub) else v)
-    if isinstance(node, ast.BinOp):
-        a, b = _eval(node.left, env), _eval(node.right, env)
-        if a is None or b is None:
-            return None
-        if isinstance(node.op, ast.Add):
-            return a + b
-        if isinstance(node.op, ast.Sub):
-            return a - b
-        if isinstance(node.op, ast.Mult):
-            return a * b
-        if isinstance(node.op, ast.FloorDiv | ast.Mod):
-            if b == 0 or a < 0 or b < 0:
-                return None
-            return a // b if isinstance(node.op, ast.FloorDiv) else a % b
-        if isinstance(node.op, ast.LShift | ast.RShift) and 0 <= b <= 62:
-            return a << b if isinstance(node.op, ast.LShift) else a >> b
-        return None
-    if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and not node.keywords:
-        args = [_eval(a, env) for a in node.args]
-        if any(a is None for a in args) or not args:
-            return None
-        vals = [int(a) for a in args if a is not None]
-        if node.func.id in ("min", "max") and len(vals) >= 2:
-            return min(vals) if node.func.id == "min" else max(vals)
-        if node.func.id == "cdiv" and len(vals) == 2 and vals[1] > 0 and vals[0] >= 0:
-            return -(-vals[0] // vals[1])
-    return None
-
-
 def _value(expr: str, env: dict[str, int | None], shapes: dict[str, list[int]]) -> int | None:
     py = _c_to_python(expr, shapes)
     if not py:
@@ -134,7 +93,7 @@ def _value(expr: str, env: dict[str, int | None], shapes: dict[str, list[int]]) 
         tree = ast.parse(py, mode="eval")
     except (SyntaxError, ValueError, RecursionError):
         return None
-    return _eval(tree, env)
+    return int_value(tree, env, c_source=True)
 
 
 def _file_constants(view: str) -> dict[str, int | None]:
@@ -172,14 +131,11 @@ def _host_env(fn: Function, view: str, base: dict[str, int | None], shapes: dict
         events.append((m.start(1) if m.group(1) else m.start(2), "reassign", name, ""))
     seen: set[str] = set()
     for _, kind, name, expr in sorted(events):
-        if kind == "reassign":
-            if name in seen:
-                env[name] = None
-                dims.pop(name, None)
-            continue
-        if name in seen:
+        if name in seen:  # assigned again (declared twice or reassigned): unknown from here on
             env[name] = None
             dims.pop(name, None)
+            continue
+        if kind == "reassign":
             continue
         seen.add(name)
         if kind == "int":
@@ -203,9 +159,7 @@ def _grid_blocks(arg: str, env: dict[str, int | None], dims: dict[str, tuple[int
             parts = (_value(arg, env, shapes),)
     if not parts or any(p is None for p in parts):
         return None
-    n = 1
-    for p in parts:
-        n *= int(p)  # type: ignore[arg-type]
+    n = math.prod(int(p) for p in parts if p is not None)
     return n if n > 0 else None
 
 
@@ -239,9 +193,9 @@ def _forward_bindings(src: Source, hosts: dict[str, Function], inputs: list[list
 
 def launch_grid(source: str, task: str | Path) -> GridFacts:
     """The grids of the custom launches in ``source``'s host code, sized with ``task``'s input shapes."""
-    work = estimate_work(task)
-    if not work.inputs:
-        return GridFacts(why=f"task input shapes unknown: {work.how}")
+    inputs, how = task_input_shapes(task)
+    if not inputs:
+        return GridFacts(why=f"task input shapes unknown: {how}")
     src = scan(source)
     view = src.cuda
     hosts = {f.name: f for f in src.host_functions}
@@ -249,7 +203,7 @@ def launch_grid(source: str, task: str | Path) -> GridFacts:
     if not kernels:
         return GridFacts(why="no __global__ kernel in the source")
     consts = _file_constants(view)
-    bound = _forward_bindings(src, hosts, work.inputs)
+    bound = _forward_bindings(src, hosts, inputs)
     facts = GridFacts()
     for host in hosts.values():
         body = host.body(view)
@@ -260,8 +214,8 @@ def launch_grid(source: str, task: str | Path) -> GridFacts:
         if host.name in bound:
             args = bound[host.name]
             shapes = {p.name: s for p, s in zip(host.params, args, strict=False) if s is not None}
-        elif len(tensors) == len(work.inputs):
-            shapes = {p.name: s for p, s in zip(tensors, work.inputs, strict=True)}
+        elif len(tensors) == len(inputs):
+            shapes = {p.name: s for p, s in zip(tensors, inputs, strict=True)}
         else:
             shapes = {}
         env, dims = _host_env(host, view, consts, shapes)
@@ -277,7 +231,7 @@ def launch_grid(source: str, task: str | Path) -> GridFacts:
         facts.why = "; ".join(x.why for x in facts.launches)[:400]
         return facts
     facts.blocks = max(int(x.blocks) for x in facts.launches if x.blocks is not None)
-    shown = ", ".join(f"{k} {s}" for k, s in zip(("input",) * len(work.inputs), work.inputs, strict=True))
+    shown = ", ".join(f"input {s}" for s in inputs)
     facts.why = "; ".join(x.why for x in facts.launches)[:400] + f" (task {shown})"
     return facts
 

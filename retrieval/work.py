@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import ast
 import math
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -29,25 +30,45 @@ class Work:
     how: str = ""
 
 
-def _int(node: ast.AST, consts: dict[str, int]) -> int | None:
+def int_value(node: ast.AST, names: Mapping[str, int | None], *, c_source: bool = False) -> int | None:
+    """The value of an integer expression built from literals and ``names`` (None: not a known integer):
+    ``+ - *``, ``//``, shifts and bounded powers, unary minus. With ``c_source`` (an expression translated
+    from C host code by :mod:`.launch_grid`) also ``%`` and ``min``/``max``/``cdiv`` calls, and a division
+    only of non-negative operands, where C's truncation and Python's floor agree."""
+    if isinstance(node, ast.Expression):
+        return int_value(node.body, names, c_source=c_source)
     if isinstance(node, ast.Constant) and type(node.value) is int:
         return node.value
     if isinstance(node, ast.Name):
-        return consts.get(node.id)
+        return names.get(node.id)
+    if isinstance(node, ast.UnaryOp) and isinstance(node.op, ast.USub | ast.UAdd):
+        v = int_value(node.operand, names, c_source=c_source)
+        return None if v is None else (-v if isinstance(node.op, ast.USub) else v)
     if isinstance(node, ast.BinOp):
-        a, b = _int(node.left, consts), _int(node.right, consts)
+        a, b = int_value(node.left, names, c_source=c_source), int_value(node.right, names, c_source=c_source)
         if a is None or b is None:
             return None
+        op = node.op
+        if isinstance(op, ast.FloorDiv | ast.Mod) and (b == 0 or (c_source and (a < 0 or b < 0))):
+            return None
         ops = {ast.Mult: lambda: a * b, ast.Add: lambda: a + b, ast.Sub: lambda: a - b,
-               ast.FloorDiv: lambda: a // b if b else None,
+               ast.FloorDiv: lambda: a // b,
                ast.LShift: lambda: a << b if 0 <= b <= 62 else None,
                ast.RShift: lambda: a >> b if b >= 0 else None,
                ast.Pow: lambda: a ** b if 0 <= b <= 62 and abs(a) <= 1 << 20 else None}
-        f = ops.get(type(node.op))
+        if c_source:
+            ops[ast.Mod] = lambda: a % b
+        f = ops.get(type(op))
         return f() if f else None
-    if isinstance(node, ast.UnaryOp) and isinstance(node.op, ast.USub):
-        v = _int(node.operand, consts)
-        return None if v is None else -v
+    if c_source and isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and not node.keywords:
+        args = [int_value(a, names, c_source=True) for a in node.args]
+        if not args or any(a is None for a in args):
+            return None
+        vals = [int(a) for a in args if a is not None]
+        if node.func.id in ("min", "max") and len(vals) >= 2:
+            return min(vals) if node.func.id == "min" else max(vals)
+        if node.func.id == "cdiv" and len(vals) == 2 and vals[1] > 0 and vals[0] >= 0:
+            return -(-vals[0] // vals[1])
     return None
 
 
@@ -60,13 +81,13 @@ def _consts(tree: ast.Module) -> dict[str, int]:
             continue
         for target in node.targets:
             if isinstance(target, ast.Name):
-                v = _int(node.value, out)
+                v = int_value(node.value, out)
                 if v is not None:
                     out[target.id] = v
             elif isinstance(target, ast.Tuple) and isinstance(node.value, ast.Tuple) \
                     and len(target.elts) == len(node.value.elts):
                 for t, e in zip(target.elts, node.value.elts, strict=True):
-                    v = _int(e, out)
+                    v = int_value(e, out)
                     if isinstance(t, ast.Name) and v is not None:
                         out[t.id] = v
     return out
@@ -76,7 +97,7 @@ def _shape(call: ast.Call, consts: dict[str, int]) -> list[int] | None:
     args = call.args
     if len(args) == 1 and isinstance(args[0], ast.Tuple | ast.List):
         args = list(args[0].elts)
-    dims = [_int(a, consts) for a in args]
+    dims = [int_value(a, consts) for a in args]
     return None if not dims or any(d is None for d in dims) else [int(d) for d in dims if d is not None]
 
 
@@ -103,7 +124,7 @@ def _init_values(tree: ast.Module, consts: dict[str, int]) -> list[int | None]:
     ret = next((n for n in ast.walk(fn) if isinstance(n, ast.Return)), None) if fn else None
     if ret is None or not isinstance(ret.value, ast.List | ast.Tuple):
         return []
-    return [_int(e, consts) for e in ret.value.elts]
+    return [int_value(e, consts) for e in ret.value.elts]
 
 
 def _linears(tree: ast.Module, consts: dict[str, int]) -> list[tuple[int, int]]:
@@ -118,7 +139,7 @@ def _linears(tree: ast.Module, consts: dict[str, int]) -> list[tuple[int, int]]:
     params = [a.arg for a in init.args.args[1:]]
     defaults = init.args.defaults
     for name, d in zip(params[len(params) - len(defaults):], defaults, strict=True):
-        v = _int(d, consts)
+        v = int_value(d, consts)
         if v is not None:
             scope[name] = v
     for name, v in zip(params, _init_values(tree, consts), strict=False):
@@ -127,10 +148,20 @@ def _linears(tree: ast.Module, consts: dict[str, int]) -> list[tuple[int, int]]:
     out = []
     for node in ast.walk(init):
         if isinstance(node, ast.Call) and (dotted_name(node.func) or "").split(".")[-1] == "Linear":
-            dims = [_int(a, scope) for a in node.args[:2]]
+            dims = [int_value(a, scope) for a in node.args[:2]]
             if len(dims) == 2 and None not in dims:
                 out.append((int(dims[0]), int(dims[1])))  # type: ignore[arg-type]
     return out
+
+
+_UNSIZED = "get_inputs has tensors whose sizes are not literal or module constants"
+
+
+def task_input_shapes(task: str | Path) -> tuple[list[list[int]], str]:
+    """The shapes of the tensors ``get_inputs`` makes (empty, with why, when they cannot all be sized)."""
+    _, tree = parse_task(Path(task))
+    shapes = _inputs(tree, _consts(tree))
+    return (shapes, "") if shapes else ([], _UNSIZED)
 
 
 def estimate_work(task: str | Path, dtype: str | None = "fp32", op: str | None = None) -> Work:
@@ -141,7 +172,7 @@ def estimate_work(task: str | Path, dtype: str | None = "fp32", op: str | None =
     size = _BYTES.get(dtype or "fp32", 4)
     shapes = _inputs(tree, consts)
     if not shapes:
-        return Work(how="get_inputs has tensors whose sizes are not literal or module constants")
+        return Work(how=_UNSIZED)
     in_bytes = sum(math.prod(s) for s in shapes) * size
     calls = {(dotted_name(n.func) or "").split(".")[-1] for n in ast.walk(tree) if isinstance(n, ast.Call)}
     matmul_op = any(isinstance(n, ast.BinOp) and isinstance(n.op, ast.MatMult) for n in ast.walk(tree))
