@@ -353,7 +353,7 @@ def parse_csv_text(text: str, source: str = "<profile>", field_map: FieldMap | N
     if any(r[0].startswith("smsp__average_warps_issue_stalled") for r in resolved.values()):
         notes.append("stall ratios come per issue (ncu section spelling smsp__average_warps_issue_stalled_*); "
                      "their scale differs from the per-warp-active ratios the thresholds were set on")
-    device_col = col.get("device__attribute_display_name")
+    device_col = ident("device_name")
     device_name = next((r[device_col].strip().strip('"') for r in body
                         if device_col is not None and device_col < len(r) and r[device_col].strip()), None)
     return Profile(source=source, units="human" if human else "base", kernels=kernels, launches=len(launches),
